@@ -1,0 +1,54 @@
+"""solbench: score GPU kernels against the hardware's speed of light.
+
+Public API (the CLI is a thin layer over these)::
+
+    import solbench
+    p = solbench.load_problem("problems/llama3_1_8b/attn_o_proj_residual")
+    spec = solbench.load_spec("h200_sxm")
+    for pt in solbench.problem_points(p, spec):
+        print(pt.workload, pt.bound, pt.t_ideal_s)
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .errors import ExpressionError, ProblemError, SolbenchError, SpecError
+from .expr import evaluate as evaluate_expression
+from .hardware import HardwareSpec, detect_spec, list_specs, load_spec
+from .problem import Problem, Workload, find_problems, load_problem
+from .record import ResultRecord, Status
+from .roofline import (
+    AnchoredScore,
+    RooflinePoint,
+    anchored_score,
+    problem_points,
+    sol,
+    workload_point,
+)
+from .validate import validate_paths
+
+__all__ = [
+    "__version__",
+    "AnchoredScore",
+    "ExpressionError",
+    "HardwareSpec",
+    "Problem",
+    "ProblemError",
+    "ResultRecord",
+    "RooflinePoint",
+    "SolbenchError",
+    "SpecError",
+    "Status",
+    "Workload",
+    "anchored_score",
+    "detect_spec",
+    "evaluate_expression",
+    "find_problems",
+    "list_specs",
+    "load_problem",
+    "load_spec",
+    "problem_points",
+    "sol",
+    "validate_paths",
+    "workload_point",
+]

@@ -1,0 +1,58 @@
+"""Small helpers shared by the command modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import ProblemError
+from ..problem import Problem, find_problems, load_problem
+
+console = Console()
+err_console = Console(stderr=True)
+
+SHIPPED_PROBLEMS = Path(__file__).resolve().parent.parent.parent / "problems"
+
+
+def default_problems_dir() -> Path:
+    local = Path("problems")
+    return local if local.is_dir() else SHIPPED_PROBLEMS
+
+
+def resolve_problem(arg: str, problems_dir: Path | None = None) -> Problem:
+    """A problem by path (file or folder) or by name (``llama3_1_8b.rmsnorm``)."""
+    p = Path(arg)
+    if p.exists():
+        return load_problem(p)
+    root = problems_dir or default_problems_dir()
+    for f in find_problems(root) if root.is_dir() else []:
+        # cheap name test before a full load: the folder layout is <family>/<op>
+        if f"{f.parent.parent.name}.{f.parent.name}" == arg:
+            return load_problem(f)
+    for f in find_problems(root) if root.is_dir() else []:
+        try:
+            prob = load_problem(f)
+        except ProblemError:
+            continue
+        if prob.name == arg:
+            return prob
+    raise ProblemError([f"problem {arg!r} not found: give a path to a problem.yaml or a name from `solbench list`"])
+
+
+def si(x: float | None, unit: str = "", digits: int = 3) -> str:
+    """Format with an SI prefix: 1.07e11 -> '107 G'."""
+    if x is None:
+        return "-"
+    if x == 0:
+        return f"0 {unit}".strip()
+    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"),
+                (1e-6, "u"), (1e-9, "n")]
+    for scale, pre in prefixes:
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g} {pre}{unit}".strip()
+    return f"{x:.{digits}g} {unit}".strip()
+
+
+def fmt_time(t: float | None) -> str:
+    return si(t, "s")

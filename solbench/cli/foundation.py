@@ -1,0 +1,164 @@
+"""Commands over files only: validate, list, specs, sol, schema."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import SolbenchError
+from ..hardware import HardwareSpec, list_specs, load_spec
+from ..problem import find_problems, load_problem, problem_json_schema
+from ..roofline import problem_points, workload_point
+from ..validate import validate_paths
+from . import app
+from ._common import console, default_problems_dir, err_console, fmt_time, resolve_problem, si
+
+
+class ListFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def validate(
+    paths: list[Path] = typer.Argument(..., help="problem.yaml / spec files, or folders to search"),
+    deep: bool = typer.Option(False, "--deep", help="also run references: FLOPs vs FlopCounterMode"),
+) -> None:
+    """Check problem and spec files; one line per error (file, key, why); exit 1 on any."""
+    n, errs = validate_paths(list(paths), deep=deep)
+    for e in errs:
+        err_console.print(e, markup=False, highlight=False, soft_wrap=True)
+    if errs:
+        err_console.print(f"{len(errs)} error(s) in {n} file(s)", style="red")
+        raise typer.Exit(1)
+    console.print(f"{n} file(s) OK", style="green")
+
+
+@app.command("list")
+def list_problems(
+    problems: Path = typer.Option(None, "--problems", help="folder of problems (default: ./problems)"),
+    gpu: str = typer.Option("h200_sxm", "--gpu", help="spec id for the bound column"),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
+) -> None:
+    """The problems, their workloads, and their bound on a given GPU."""
+    root = problems or default_problems_dir()
+    if not root.exists():
+        raise SolbenchError(f"problems folder {root} not found: pass --problems DIR")
+    spec = load_spec(gpu)
+    rows = []
+    for f in find_problems(root):
+        p = load_problem(f)
+        pts = problem_points(p, spec)
+        dtypes = sorted({t.dtype for t in [*p.inputs.values(), *p.outputs.values()] if t.shape is not None})
+        rows.append({
+            "name": p.name,
+            "model": p.source.model,
+            "tags": p.tags,
+            "dtypes": dtypes,
+            "workloads": [{"name": pt.workload, "bound": pt.bound, "t_ideal_s": pt.t_ideal_s} for pt in pts],
+            "path": str(f),
+        })
+    if fmt == ListFormat.json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if fmt == ListFormat.markdown:
+        typer.echo(f"| problem | model | op tags | dtypes | workloads | bound on {spec.name} |")
+        typer.echo("| --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            bounds = sorted({w["bound"] for w in r["workloads"]})
+            wl = ", ".join(f"`{w['name']}`" for w in r["workloads"])
+            folder = Path(r["path"]).parent
+            try:
+                folder = folder.relative_to(root.resolve() if folder.is_absolute() else root)
+            except ValueError:
+                pass
+            typer.echo(f"| [{r['name']}]({folder.as_posix()}/problem.yaml) | {r['model']} | "
+                       f"{', '.join(r['tags'])} | {', '.join(r['dtypes'])} | {wl} | {' / '.join(bounds)} |")
+        return
+    table = Table(title=f"{len(rows)} problems (bound on {spec.name})")
+    for col in ("problem", "model", "workloads", "bound"):
+        table.add_column(col)
+    for r in rows:
+        mem = sum(w["bound"] == "memory" for w in r["workloads"])
+        comp = len(r["workloads"]) - mem
+        table.add_row(r["name"], r["model"], str(len(r["workloads"])), f"{comp} compute / {mem} memory")
+    console.print(table)
+
+
+@app.command()
+def specs(
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
+) -> None:
+    """The hardware spec files: peaks, bandwidth, ridge point."""
+    all_specs = list_specs()
+    if fmt == ListFormat.json:
+        typer.echo(json.dumps([s.model_dump(mode="json") for s in all_specs], indent=2))
+        return
+    table = Table(title="hardware specs (dense peaks)")
+    for col in ("id", "name", "kind", "BW", "bf16", "fp32", "fp8", "ridge bf16 (FLOP/B)"):
+        table.add_column(col)
+
+    def peak(s: HardwareSpec, k: str) -> str:
+        return si(s.peak_flops.get(k), "FLOP/s") if k in s.peak_flops else "-"
+
+    for s in all_specs:
+        ridge = f"{s.ridge_point('bfloat16'):.0f}" if "bfloat16" in s.peak_flops else "-"
+        table.add_row(s.id, s.name, s.kind, si(s.memory_bandwidth, "B/s"), peak(s, "bfloat16"),
+                      peak(s, "float32"), peak(s, "float8_e4m3fn"), ridge)
+    if fmt == ListFormat.markdown:
+        typer.echo("| id | name | bandwidth | bf16 | fp32 | fp8 |")
+        typer.echo("| --- | --- | --- | --- | --- | --- |")
+        for s in all_specs:
+            typer.echo(f"| {s.id} | {s.name} | {si(s.memory_bandwidth, 'B/s')} | {peak(s, 'bfloat16')} | "
+                       f"{peak(s, 'float32')} | {peak(s, 'float8_e4m3fn')} |")
+        return
+    console.print(table)
+
+
+@app.command()
+def sol(
+    problem: str = typer.Argument(..., help="problem.yaml path, folder, or name"),
+    gpu: str = typer.Option(..., "--gpu", help="spec id (see `solbench specs`) or spec file"),
+    workload: str = typer.Option(None, "--workload", help="one workload by name"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """FLOPs, bytes, intensity, T_compute, T_memory, T_ideal and bound per workload."""
+    p = resolve_problem(problem)
+    spec = load_spec(gpu)
+    pts = [workload_point(p, workload, spec)] if workload else problem_points(p, spec)
+    if as_json:
+        typer.echo(json.dumps([pt.contract_dict() for pt in pts], indent=2))
+        return
+    table = Table(title=f"{p.name} on {spec.name} ({p.compute_dtype} peak {si(spec.peak(p.compute_dtype), 'FLOP/s')}, "
+                        f"{si(spec.memory_bandwidth, 'B/s')}, ridge {spec.ridge_point(p.compute_dtype):.0f} FLOP/B)")
+    for col in ("workload", "FLOPs", "bytes", "FLOP/B", "T_compute", "T_memory", "T_ideal", "bound"):
+        table.add_column(col, justify="right" if col not in ("workload", "bound") else "left")
+    for pt in pts:
+        table.add_row(pt.workload, si(pt.flops), si(pt.bytes, "B"), f"{pt.arithmetic_intensity:.3g}",
+                      fmt_time(pt.t_compute_s), fmt_time(pt.t_memory_s), fmt_time(pt.t_ideal_s), pt.bound)
+    console.print(table)
+
+
+class SchemaKind(str, Enum):
+    problem = "problem"
+    spec = "spec"
+    record = "record"
+
+
+@app.command()
+def schema(kind: SchemaKind = typer.Argument(SchemaKind.problem)) -> None:
+    """Print the JSON Schema of a file format (for editors that validate YAML)."""
+    if kind == SchemaKind.problem:
+        out = problem_json_schema()
+    elif kind == SchemaKind.spec:
+        out = HardwareSpec.model_json_schema()
+    else:
+        from ..record import ResultRecord
+
+        out = ResultRecord.model_json_schema()
+    typer.echo(json.dumps(out, indent=2))

@@ -1,0 +1,79 @@
+"""The result record (v1): one JSON object per line in ``results/*.jsonl``.
+
+Top-level keys are the contract of DESIGN.md; details nest below (``timing``, ``correctness``,
+``telemetry``, ``environment``, ``log``). Unknown keys are kept, so newer records load in older
+code and the other way round.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RECORD_VERSION = 1
+
+
+class Status(str, Enum):
+    PASSED = "PASSED"
+    INCORRECT = "INCORRECT"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    TIMEOUT = "TIMEOUT"
+    REWARD_HACK = "REWARD_HACK"
+
+
+class ResultRecord(BaseModel):
+    """One (candidate, problem, workload) result."""
+
+    model_config = ConfigDict(extra="allow", use_enum_values=True)
+
+    problem: str
+    workload: str
+    solution: str = Field(description="candidate name (file stem, or the name given)")
+    status: Status
+    device: str = Field(description="device name as reported, e.g. 'NVIDIA H200' or the CPU model")
+    gpu_spec: str | None = Field(description="spec id the score is computed against")
+    time_s: float | None = Field(description="median time of one call; null unless PASSED")
+    sol: float | None = Field(description="T_ideal / time_s; null unless PASSED")
+    flops: int
+    bytes: int
+    t_ideal_s: float
+    bound: str
+    timestamp: str = Field(description="ISO 8601, UTC")
+    solbench_version: str
+
+    # Beyond the contract's minimum: useful everywhere, so kept at the top level.
+    record_version: int = RECORD_VERSION
+    run_id: str | None = None
+    solution_path: str | None = None
+    solution_sha256: str | None = None
+    device_type: str = "cuda"
+    axes: dict[str, int] = Field(default_factory=dict)
+    compute_dtype: str | None = None
+    roof: str = Field(default="datasheet", description="'datasheet' or 'measured': which spec's roof")
+    arithmetic_intensity: float | None = None
+    t_compute_s: float | None = None
+    t_memory_s: float | None = None
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    reason: str | None = Field(default=None, description="one line: why it did not pass")
+    flags: list[str] = Field(default_factory=list, description="e.g. 'power_throttled', 'cupti_mismatch'")
+    tags: list[str] = Field(default_factory=list)
+    timing: dict[str, Any] = Field(default_factory=dict)
+    correctness: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    log: str = ""
+
+    @model_validator(mode="after")
+    def _null_unless_passed(self) -> ResultRecord:
+        if self.status != Status.PASSED.value and (self.time_s is not None or self.sol is not None):
+            raise ValueError("time_s and sol must be null unless status is PASSED")
+        if self.status == Status.PASSED.value and (self.time_s is None or self.sol is None):
+            raise ValueError("a PASSED record needs time_s and sol")
+        return self
+
+    def to_json_line(self) -> str:
+        return self.model_dump_json() + "\n"
