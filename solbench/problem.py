@@ -110,6 +110,10 @@ class Problem(_Strict):
     tolerance: Tolerance
     workloads: list[Workload] = Field(min_length=1)
     runs_per_layer: int | None = Field(default=None, ge=1, description="times this op runs per model layer")
+    test_axes: dict[str, int] = Field(
+        default_factory=dict,
+        description="axis values (var or const) that shrink the problem for quick CPU tests",
+    )
     notes: str = ""
 
     _path: Path | None = PrivateAttr(default=None)
@@ -156,12 +160,18 @@ class Problem(_Strict):
         known = ", ".join(w.name for w in self.workloads)
         raise ProblemError([f"{self.name}: no workload {name!r} (workloads: {known})"])
 
-    def resolve_axes(self, values: dict[str, int] | Workload) -> dict[str, int]:
-        """All axis values (const, var, expr) for a workload or a dict of var values."""
+    def resolve_axes(self, values: dict[str, int] | Workload, overrides: dict[str, int] | None = None) -> dict[str, int]:
+        """All axis values (const, var, expr) for a workload or a dict of var values.
+
+        ``overrides`` replaces const or var values (used to shrink problems for tests).
+        """
         var_values = values.axes if isinstance(values, Workload) else dict(values)
+        overrides = overrides or {}
         env: dict[str, int] = {}
         for n, a in self.axes.items():
-            if a.type == "const":
+            if n in overrides and a.type != "expr":
+                env[n] = int(overrides[n])
+            elif a.type == "const":
                 env[n] = int(a.value)  # type: ignore[arg-type]
             elif a.type == "var":
                 if n not in var_values:
@@ -178,6 +188,11 @@ class Problem(_Strict):
             if not progressed:
                 raise ProblemError([f"{self.name}: expr axes {sorted(pending)} depend on each other or on unknown names"])
         return env
+
+    def test_axes_resolved(self) -> dict[str, int]:
+        """Small axis values for quick tests: the smallest workload, shrunk by ``test_axes``."""
+        smallest = min(self.workloads, key=lambda w: self.auto_bytes(self.resolve_axes(w)))
+        return self.resolve_axes(smallest, overrides=self.test_axes)
 
     def shape(self, tensor: str, axes: dict[str, int]) -> tuple[int, ...] | None:
         spec = self.inputs.get(tensor) or self.outputs[tensor]
@@ -268,6 +283,11 @@ def _check_semantics(p: Problem) -> list[str]:
                         errs.append(f"axes.{n}.expr: unknown names {sorted(unknown)}")
                 except ExpressionError as e:
                     errs.append(f"axes.{n}.expr: {e}")
+    for a, v in p.test_axes.items():
+        if a not in p.axes or p.axes[a].type == "expr":
+            errs.append(f"test_axes.{a}: not a const or var axis")
+        elif isinstance(v, bool) or v <= 0:
+            errs.append(f"test_axes.{a}: {v} must be a positive integer")
     in_out = set(p.inputs) & set(p.outputs)
     if in_out:
         errs.append(f"outputs: names {sorted(in_out)} are also inputs; names must be unique")
