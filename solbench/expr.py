@@ -104,7 +104,9 @@ def _eval(node: ast.AST, env: Mapping[str, Number], src: str) -> Number:
     if isinstance(node, ast.BinOp):
         left = _eval(node.left, env, src)
         right = _eval(node.right, env, src)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+        # The cap guards against huge results; a base in [-1, 1] cannot grow, so any exponent is safe
+        # (MoE byte formulas use the expected distinct-expert count E*(1-(1-K/E)**T)).
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT and abs(left) > 1:
             raise ExpressionError(f"expression {src!r}: exponent {right} is larger than {_MAX_EXPONENT}")
         try:
             return _BINOPS[type(node.op)](left, right)
