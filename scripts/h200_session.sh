@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One call on the lent H200 runs the steps named on the command line, e.g.
+#   bash scripts/h200_session.sh env timing_smoke kernels run_library
+# Carried wheels (.whl/, pydantic: not in the GPU image) are installed to /tmp/site. Everything a
+# step writes under results/ is packed into $OUT/results.tgz; logs go to $OUT/*.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/solbench_out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
+sb() { python3 -m solbench "$@"; }
+STAMP=$(date -u +%Y-%m-%d)
+
+step() {
+  local name=$1; shift
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  "$@" > >(tee -a "$OUT/$name.log") 2>&1
+  local rc=$?
+  echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
+}
+
+for s in "$@"; do
+  case $s in
+    env)
+      step env bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv;
+        python3 -c "import torch, triton, sys; print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name())";
+        python3 -c "import cupy; print(\"cupy\", cupy.__version__)"; python3 -c "import pydantic; print(\"pydantic\", pydantic.__version__)"' ;;
+    unit)
+      step unit python3 -m pytest -q -x --timeout 300 -p no:cacheprovider tests/test_problem_library.py tests/test_roofline.py ;;
+    timing_smoke)
+      step timing_smoke python3 benchmarks/gpu_timing_smoke.py ;;
+    kernels)
+      step kernels python3 benchmarks/gpu_kernels_check.py ;;
+    run_seed)
+      step run_seed sb run llama3_1_8b.attn_o_proj_residual -o "results/h200/seed_$STAMP.jsonl" ;;
+    run_library)
+      step run_library sb run problems -o "results/h200/library_$STAMP.jsonl" ;;
+    calibrate)
+      step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
+    fidelity)
+      step fidelity python3 benchmarks/timing_fidelity.py ;;
+    overhead)
+      step overhead python3 benchmarks/harness_overhead.py ;;
+    adversarial)
+      step adversarial python3 -m pytest -q -p no:cacheprovider tests/adversarial -m gpu ;;
+    report)
+      step report bash -c "sb report results/h200 -o results/h200/report.html && sb plot roofline results/h200 -o results/h200/roofline.png" ;;
+    *)
+      echo "unknown step $s" ;;
+  esac
+done
+tar czf "$OUT/results.tgz" results hardware_specs/measured 2>/dev/null || tar czf "$OUT/results.tgz" results
+ls -la "$OUT"
