@@ -106,6 +106,17 @@ def test_gemm_residual(op: str, file: str, m: int, k: int) -> None:
     assert_close(out, want, atol=2e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize("m", T_SIZES)
+@pytest.mark.parametrize("subtile", [False, True])
+def test_tma_gemm_residual(m: int, subtile: bool) -> None:
+    mod = candidate("attn_o_proj_residual", "triton_tma_gemm_residual.py")
+    n, k = 48, 80  # 80 = 2.5 K blocks: TMA's zero fill past K is what makes the tail exact
+    a, w, r = randn(m, k, seed=1), randn(n, k, seed=2), randn(m, n, seed=3)
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SUBTILE": subtile}
+    out = mod.tma_gemm_residual(a, w, r, config=config)
+    assert_close(out, a.float() @ w.float().t() + r.float(), atol=2e-2, rtol=1e-2)
+
+
 def test_gemm_residual_configs_cover_every_m() -> None:
     """Every M regime has tiles, and the decode tiles stream the weight with >= 64 CTAs at N=4096."""
     mod = candidate("attn_o_proj_residual", "triton_gemm_residual.py")
