@@ -1,0 +1,9 @@
+"""Reference: LlamaRMSNorm, computed in float32 and rounded once to the input dtype."""
+
+import torch
+
+
+def run(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (xf * rstd * weight.float()).to(x.dtype)
