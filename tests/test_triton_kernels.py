@@ -133,3 +133,20 @@ def test_gemm_residual_run_matches_reference_signature() -> None:
         pytest.skip("run() autotunes, which needs a GPU; the kernel itself is tested above")
     a, w, r = randn(5, 4096, seed=1), randn(4096, 4096, seed=2), randn(5, 4096, seed=3)
     assert_close(mod.run(a, w, r), a.float() @ w.float().t() + r.float(), atol=1e-2, rtol=2e-2)
+
+
+# --- row-wise norms -------------------------------------------------------------------------
+
+def rmsnorm_f32(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.double()
+    return (xf / (xf.square().mean(-1, keepdim=True) + eps).sqrt() * w.double()).float()
+
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("h", [48, 64])  # 48: the row is shorter than its power-of-two block
+def test_rmsnorm(t: int, h: int) -> None:
+    mod = candidate("rmsnorm", "triton_rmsnorm.py")
+    x, w = randn(t, h, seed=1) * 3, randn(h, seed=2)
+    out = mod.rmsnorm(x, w, 1e-5, num_warps=4)
+    assert out.dtype == torch.bfloat16
+    assert_close(out, rmsnorm_f32(x, w, 1e-5), atol=1e-2, rtol=1e-2)
