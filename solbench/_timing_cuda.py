@@ -1,0 +1,365 @@
+"""CUDA timing loops: per-call events behind a spin kernel, and CUDA-graph batches.
+
+Both loops keep the L2 cold the same way: before every timed call, outside its timed window, a
+write over max(2 x L2, 256 MiB) (``buf.zero_()``), and every call runs on the next rotating input
+set. A candidate that pins data with a persisting-L2 access window is undone by
+``cudaCtxResetPersistingL2Cache`` before each sample (best effort; the outcome is recorded).
+
+Events: ``flush; spin; start; fn(i); end; synchronize``. The spin kernel (``torch.cuda._sleep``)
+keeps the stream busy while the host enqueues start, the candidate's launches and end, so the
+start event fires only once the call is queued: the time is the device's, not Python's. The
+spin is sized from the measured host enqueue time and grows if the host falls behind it.
+
+Graph: B calls captured on a side stream as ``[flush, start_j, fn(j), end_j] x B`` with external
+(in-graph) timing events, so each call gets its own device time with no host launch path and no
+flush subtraction. Per-call samples feed the same statistics and stopping rule as events.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._timing_stats import StopRule
+from .timing import TimingConfig, TimingResult, _perf_counter_ns, clone_output, make_result
+
+# Bound at import, before any candidate code runs (see solbench.timing).
+_Event = torch.cuda.Event
+_EventBase = torch.cuda.Event.__mro__[1]
+_record = getattr(_EventBase, "record", None)
+_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
+_synchronize = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+_sleep = getattr(torch.cuda, "_sleep", None)
+_Stream = torch.cuda.Stream
+_stream_ctx = torch.cuda.stream
+_CUDAGraph = torch.cuda.CUDAGraph
+_graph_ctx = torch.cuda.graph
+
+MIN_FLUSH_BYTES = 256 * 2**20
+SPIN_MIN_S = 10e-6
+SPIN_MAX_S = 5e-3
+GRAPH_MAX_BATCH = 64
+GRAPH_REPLAY_TARGET_S = 5e-3
+CLOCK_CHUNK = 16  # events samples between clock snapshots
+
+
+def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
+    l2 = config.l2_bytes or int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    return max(2 * l2, MIN_FLUSH_BYTES)
+
+
+class _PersistingL2Reset:
+    """cudaCtxResetPersistingL2Cache through ctypes on the libcudart torch already loaded."""
+
+    def __init__(self) -> None:
+        self.fn = None
+        self.status = "not tried"
+        try:
+            lib = self._find_libcudart()
+            fn = lib.cudaCtxResetPersistingL2Cache
+            fn.restype = ctypes.c_int
+            rc = fn()
+            self.status = "ok" if rc == 0 else f"cudaCtxResetPersistingL2Cache returned {rc}"
+            if rc == 0:
+                self.fn = fn
+        except Exception as err:  # noqa: BLE001 - best effort by design; recorded
+            self.status = f"unavailable: {type(err).__name__}: {err}"
+
+    @staticmethod
+    def _find_libcudart() -> ctypes.CDLL:
+        # Prefer the copy already mapped into this process (same runtime, same context).
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    path = line.split()[-1]
+                    if "libcudart.so" in path:
+                        return ctypes.CDLL(path)
+        except OSError:
+            pass
+        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                continue
+        raise OSError("libcudart not found in this process or on the library path")
+
+    def __call__(self) -> None:
+        if self.fn is not None:
+            self.fn()
+
+
+class _Setup:
+    """What both loops share: the stream, flush buffer, spin calibration, L2 reset, clock probe."""
+
+    def __init__(self, config: TimingConfig):
+        self.config = config
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.stream = _current_stream(self.device)
+        self.flush_bytes = flush_bytes_for(config, self.device)
+        self._flush_buf = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=self.device)
+        self.l2_reset = _PersistingL2Reset() if config.reset_persisting_l2 else None
+        self.flags: list[str] = []
+        self.details: dict[str, Any] = {
+            "flush_bytes": self.flush_bytes,
+            "persisting_l2_reset": self.l2_reset.status if self.l2_reset else "off",
+        }
+        self.spin_hz = self._measure_spin_hz()
+        self.spin_s = 50e-6
+        self.probe = None
+        if config.clock_probe:
+            try:
+                from .clockprobe import ClockProbe, nvml_max_sm_mhz
+
+                self.probe = ClockProbe(self.device)
+                self.max_sm_mhz = nvml_max_sm_mhz(self.device.index or 0)
+                self.details["clock_probe_backend"] = self.probe.backend
+            except Exception as err:  # noqa: BLE001 - no probe: timing still valid, clocks unknown
+                self.details["clock_probe_error"] = f"{type(err).__name__}: {err}"
+
+    def _measure_spin_hz(self) -> float:
+        """Cycles per second of torch's spin kernel right now (to convert seconds to cycles)."""
+        s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+        cycles = 2_000_000
+        best = math.inf
+        for _ in range(3):
+            _record(s, self.stream)
+            _sleep(cycles)
+            _record(e, self.stream)
+            _synchronize()
+            best = min(best, _elapsed_ms(s, e) * 1e-3)
+        return cycles / best
+
+    def flush(self) -> None:
+        self._flush_buf.zero_()
+
+    def pre_sample(self) -> None:
+        if self.l2_reset is not None:
+            self.l2_reset()
+        self.flush()
+
+    def spin(self) -> None:
+        _sleep(max(1, int(self.spin_s * self.spin_hz)))
+
+    def fit_spin(self, host_enqueue_s: list[float]) -> None:
+        """Spin long enough to cover the host's enqueue time, with a 2x margin."""
+        if host_enqueue_s:
+            worst = sorted(host_enqueue_s)[int(0.9 * (len(host_enqueue_s) - 1))]
+            self.spin_s = min(SPIN_MAX_S, max(SPIN_MIN_S, 2.0 * worst))
+
+
+def _events_sample(st: _Setup, fn: Callable[[int], Any], i: int, start: Any, end: Any) -> tuple[float, float, Any]:
+    """One timed call: (device seconds, host enqueue seconds, output)."""
+    st.pre_sample()
+    st.spin()
+    h0 = _perf_counter_ns()
+    _record(start, st.stream)
+    out = fn(i)
+    _record(end, st.stream)
+    h1 = _perf_counter_ns()
+    _synchronize()
+    return _elapsed_ms(start, end) * 1e-3, (h1 - h0) * 1e-9, out
+
+
+def _warmup(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[int, float]:
+    """Warm up by time with real timed calls; returns (calls, first estimate of one call in s)."""
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    times: list[float] = []
+    hosts: list[float] = []
+    t_end = _perf_counter_ns() + int(st.config.warmup_s * 1e9)
+    n = 0
+    while n < max(3, n_sets) or _perf_counter_ns() < t_end:
+        t, h, _ = _events_sample(st, fn, n % n_sets, start, end)
+        times.append(t)
+        hosts.append(h)
+        st.fit_spin(hosts[-20:])
+        n += 1
+    st.spin_hz = st._measure_spin_hz()  # clocks are up now
+    recent = sorted(times[-5:])
+    return n, recent[len(recent) // 2]
+
+
+class _ClockChunks:
+    def __init__(self, st: _Setup):
+        self.st = st
+        self.snaps: list[Any] = []
+        self.counts: list[int] = []
+        self._n = 0
+
+    def mark(self, n_samples_so_far: int) -> None:
+        if self.st.probe is None:
+            return
+        if self.snaps:
+            self.counts.append(n_samples_so_far - self._n)
+        self._n = n_samples_so_far
+        self.snaps.append(self.st.probe.snapshot())
+
+    def summary(self, median_s: float) -> tuple[dict | None, list[str]]:
+        if self.st.probe is None:
+            return None, []
+        from .clockprobe import summarize_chunks
+
+        mhz = [self.st.probe.rate_mhz(a, b) for a, b in zip(self.snaps, self.snaps[1:], strict=False)]
+        info, flags = summarize_chunks(mhz, self.counts, self.st.max_sm_mhz, median_s)
+        info["backend"] = self.st.probe.backend
+        return info, flags
+
+
+def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+    cfg = st.config
+    rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    samples: list[float] = []
+    hosts: list[float] = []
+    exposed = 0
+    last: dict[int, Any] = {}
+    clocks = _ClockChunks(st)
+    clocks.mark(0)
+    t0 = _perf_counter_ns()
+    i = 0
+    while True:
+        spin_s = st.spin_s
+        t, h, out = _events_sample(st, fn, i, start, end)
+        samples.append(t)
+        hosts.append(h)
+        if h > spin_s:  # the host was still enqueueing when the spin ended: a gap may be timed
+            exposed += 1
+            st.fit_spin(hosts[-20:])
+        last[i] = clone_output(out)
+        i = (i + 1) % n_sets
+        if len(samples) % CLOCK_CHUNK == 0:
+            clocks.mark(len(samples))
+        reason = rule.should_stop(samples, _perf_counter_ns() - t0)
+        if reason:
+            break
+    if len(samples) % CLOCK_CHUNK:
+        clocks.mark(len(samples))
+    _synchronize()
+    st.details.update(spin_s=st.spin_s, spin_hz=st.spin_hz, host_enqueue_median_s=sorted(hosts)[len(hosts) // 2],
+                      launch_gap_exposed=exposed / len(samples))
+    if exposed / len(samples) > 0.1:
+        st.flags.append("launch_gap_exposed")
+    st.details["_clocks"] = clocks
+    return samples, last, reason
+
+
+def _capture_graph(st: _Setup, fn: Callable[[int], Any], n_sets: int, batch: int) -> tuple[Any, list, list, list]:
+    side = _Stream(device=st.device)
+    side.wait_stream(st.stream)
+    with _stream_ctx(side):  # warm up on the capture stream (lazy inits, library workspaces)
+        for k in range(min(3, n_sets)):
+            fn(k)
+    st.stream.wait_stream(side)
+    _synchronize()
+    starts = [_Event(enable_timing=True, external=True) for _ in range(batch)]
+    ends = [_Event(enable_timing=True, external=True) for _ in range(batch)]
+    outs = []
+    graph = _CUDAGraph()
+    with _graph_ctx(graph, stream=side):
+        cs = _current_stream(st.device)
+        for j in range(batch):
+            st.flush()  # cold L2 for every call; outside its event pair
+            _record(starts[j], cs)
+            outs.append(fn(j % n_sets))
+            _record(ends[j], cs)
+    _synchronize()
+    return graph, starts, ends, outs
+
+
+def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
+                est_s: float) -> tuple[list[float], dict[int, Any], str]:
+    cfg = st.config
+    flush_s = st.flush_bytes / 3e12  # rough: a write at ~3 TB/s; only sizes the batch
+    batch = int(min(GRAPH_MAX_BATCH, max(8, GRAPH_REPLAY_TARGET_S / (flush_s + est_s))))
+    batch = max(batch, n_sets)
+    graph, starts, ends, outs = _capture_graph(st, fn, n_sets, batch)
+    st.details.update(graph_batch=batch)
+    rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
+    samples: list[float] = []
+    clocks = _ClockChunks(st)
+    clocks.mark(0)
+    t0 = _perf_counter_ns()
+    replays = 0
+    while True:
+        if st.l2_reset is not None:
+            st.l2_reset()
+        graph.replay()
+        _synchronize()
+        replays += 1
+        samples.extend(_elapsed_ms(starts[j], ends[j]) * 1e-3 for j in range(batch))
+        clocks.mark(len(samples))
+        reason = rule.should_stop(samples, _perf_counter_ns() - t0)
+        if reason:
+            break
+    # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
+    last = {j % n_sets: clone_output(outs[j]) for j in range(batch)}
+    _synchronize()
+    st.details.update(graph_replays=replays)
+    st.details["_clocks"] = clocks
+    del graph
+    return samples, last, reason
+
+
+def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
+    if not torch.cuda.is_available():
+        from .timing import TimingError
+
+        raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
+    st = _Setup(config)
+    warm_calls, est_s = _warmup(st, fn, n_sets)
+    st.details["events_estimate_s"] = est_s
+
+    method, reason = "events", ""
+    if config.method == "events":
+        reason = "requested"
+    elif config.method == "graph":
+        method, reason = "graph", "requested"
+    elif est_s < config.graph_threshold_s:
+        method, reason = "graph", f"first event estimate {est_s * 1e6:.1f} us < {config.graph_threshold_s * 1e6:.0f} us"
+    else:
+        reason = f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
+
+    samples = last = stop = None
+    if method == "graph":
+        try:
+            samples, last, stop = _graph_loop(st, fn, n_sets, est_s)
+            med = sorted(samples)[len(samples) // 2]
+            # A graph call far faster than the same call eager means the captured work differs
+            # from the eager work (e.g. a candidate that skips kernels while capturing).
+            if med < 0.5 * est_s and est_s - med > 3e-6:
+                st.flags.append("graph_much_faster_than_eager")
+                if config.method == "auto":
+                    method, reason = "events", (f"graph median {med * 1e6:.2f} us < half the eager estimate "
+                                                f"{est_s * 1e6:.2f} us: not trusted")
+                    samples = None
+        except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
+            _recover_after_capture_failure()
+            st.flags.append("graph_fallback")
+            method, reason = "events", f"graph capture failed ({type(err).__name__}: {str(err)[:200]})"
+            samples = None
+    if samples is None:
+        samples, last, stop = _events_loop(st, fn, n_sets)
+
+    clocks = st.details.pop("_clocks")
+    result = make_result(samples, method=method, method_reason=reason, flush_bytes=st.flush_bytes,
+                         warmup_calls=warm_calls, stop_reason=stop, flags=st.flags, details=st.details)
+    result.clock, clock_flags = clocks.summary(result.median_s)
+    result.flags.extend(clock_flags)
+    if config.cupti:
+        from .cupti import cross_check
+
+        result.cupti = cross_check(fn, n_sets, result.median_s, flush=st.flush)
+        result.flags.extend(f for f in result.cupti.get("flags", []) if f not in result.flags)
+    return result, last
+
+
+def _recover_after_capture_failure() -> None:
+    """A failed capture leaves the stream's capture ended by torch; clear any pending error."""
+    try:
+        _synchronize()
+    except Exception:  # noqa: BLE001 - a sticky error will surface in the events loop itself
+        pass

@@ -1,0 +1,264 @@
+"""In-stream clock probe and NVML clock helpers. Observe clocks, never change them.
+
+A snapshot is a tiny kernel, launched on the timed stream, in which one thread per block reads
+``%smid``, ``%globaltimer`` (ns) and ``clock64()`` (SM cycles) and stores them in the slot of its
+SM. Two snapshots around a chunk of samples give, per SM, cycles / ns = the effective SM clock
+over that chunk (nvbench's throttle detection does the same). Per-SM matching matters: clock64
+counters of different SMs are not synchronised, so a before/after pair must come from one SM.
+
+Backends: CuPy ``RawKernel`` with inline PTX (preferred), or Triton ``inline_asm_elementwise``.
+Everything GPU-side is imported lazily.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+LOW_CLOCK_FRACTION = 0.75  # nvbench's default throttle threshold
+
+_CUDA_SRC = r"""
+extern "C" __global__ void solbench_clock_snapshot(unsigned long long* out, int n_slots) {
+    if (threadIdx.x != 0) return;
+    unsigned int sm;
+    unsigned long long t;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    long long c = clock64();
+    if (sm < (unsigned int)n_slots) {
+        out[3 * sm] = t;
+        out[3 * sm + 1] = (unsigned long long)c;
+        out[3 * sm + 2] = 1ULL;
+    }
+}
+
+extern "C" __global__ void solbench_clock_spin(unsigned long long* out, unsigned long long spin_ns) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    long long c0 = clock64();
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    } while (t1 - t0 < spin_ns);
+    long long c1 = clock64();
+    out[0] = t1 - t0;
+    out[1] = (unsigned long long)(c1 - c0);
+}
+"""
+
+_triton_kernels: dict[str, Any] = {}
+
+
+def _triton_snapshot_kernel() -> Any:
+    if "snapshot" not in _triton_kernels:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _snapshot(out_ptr, n_slots):
+            sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+            t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                          pack=1)
+            c = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+            ok = sm < n_slots
+            tl.store(out_ptr + 3 * sm, t, mask=ok)
+            tl.store(out_ptr + 3 * sm + 1, c, mask=ok)
+            tl.store(out_ptr + 3 * sm + 2, 1, mask=ok)
+
+        _triton_kernels["snapshot"] = _snapshot
+    return _triton_kernels["snapshot"]
+
+
+class ClockProbe:
+    """Snapshots of (globaltimer, clock64) per SM, launched on the current CUDA stream."""
+
+    def __init__(self, device: Any = None, backend: str = "auto"):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        props = torch.cuda.get_device_properties(self.device)
+        self.n_sms = int(props.multi_processor_count)
+        # Slots by %smid; SM ids can exceed the SM count on parts with disabled SMs.
+        self.n_slots = 2 * self.n_sms + 64
+        self.backend = self._pick_backend(backend)
+
+    def _pick_backend(self, backend: str) -> str:
+        errors = []
+        for b in (("cupy", "triton") if backend == "auto" else (backend,)):
+            try:
+                if b == "cupy":
+                    import cupy
+
+                    mod = cupy.RawModule(code=_CUDA_SRC, options=("-std=c++11",))
+                    self._cupy = cupy
+                    self._cupy_snapshot = mod.get_function("solbench_clock_snapshot")
+                    self._cupy_spin = mod.get_function("solbench_clock_spin")
+                elif b == "triton":
+                    _triton_snapshot_kernel()
+                else:
+                    raise ValueError(f"unknown clock probe backend {b!r} (cupy, triton)")
+                buf = self.torch.zeros(3 * self.n_slots, dtype=self.torch.int64, device=self.device)
+                self._launch(b, buf)  # compile and launch once so failures surface here
+                self.torch.cuda.synchronize(self.device)
+                return b
+            except Exception as err:  # noqa: BLE001 - try the next backend, report all reasons
+                errors.append(f"{b}: {type(err).__name__}: {err}")
+        raise RuntimeError("no clock probe backend works: " + "; ".join(errors))
+
+    def _launch(self, backend: str, buf: Any) -> None:
+        grid = 4 * self.n_sms  # several blocks per SM so (almost) every SM writes its slot
+        if backend == "cupy":
+            cp = self._cupy
+            stream = self.torch.cuda.current_stream(self.device)
+            with cp.cuda.Device(self.device.index), cp.cuda.ExternalStream(stream.cuda_stream, self.device.index):
+                self._cupy_snapshot((grid,), (32,), (cp.from_dlpack(buf), cp.int32(self.n_slots)))
+        else:
+            _triton_snapshot_kernel()[(grid,)](buf, self.n_slots, num_warps=1)
+
+    def snapshot(self) -> Any:
+        """Launch a snapshot on the current stream; returns its (device) buffer."""
+        buf = self.torch.zeros(3 * self.n_slots, dtype=self.torch.int64, device=self.device)
+        self._launch(self.backend, buf)
+        return buf
+
+    @staticmethod
+    def rate_mhz(a: Any, b: Any) -> float | None:
+        """Effective SM MHz between two snapshots (median over the SMs seen in both)."""
+        va = a.view(-1, 3).cpu().tolist()
+        vb = b.view(-1, 3).cpu().tolist()
+        rates = []
+        for (ta, ca, oka), (tb, cb, okb) in zip(va, vb, strict=True):
+            if oka and okb and tb > ta and cb > ca:
+                rates.append((cb - ca) / (tb - ta) * 1e3)
+        return statistics.median(rates) if rates else None
+
+    def spin_mhz(self, spin_us: float = 200.0) -> float:
+        """Clock right now: one thread spins for `spin_us` of globaltimer time, counting cycles."""
+        out = self.torch.zeros(2, dtype=self.torch.int64, device=self.device)
+        if self.backend == "cupy":
+            cp = self._cupy
+            stream = self.torch.cuda.current_stream(self.device)
+            with cp.cuda.Device(self.device.index), cp.cuda.ExternalStream(stream.cuda_stream, self.device.index):
+                self._cupy_spin((1,), (32,), (cp.from_dlpack(out), cp.uint64(int(spin_us * 1e3))))
+            self.torch.cuda.synchronize(self.device)
+            ns, cycles = out.cpu().tolist()
+            return cycles / ns * 1e3
+        # Triton: two snapshots around a torch sleep kernel on the same stream.
+        a = self.snapshot()
+        self.torch.cuda._sleep(int(spin_us * 1e3))  # ~spin_us at ~1 GHz; exact length does not matter
+        b = self.snapshot()
+        self.torch.cuda.synchronize(self.device)
+        rate = self.rate_mhz(a, b)
+        if rate is None:
+            raise RuntimeError("clock probe saw no SM in both snapshots")
+        return rate
+
+
+def summarize_chunks(chunk_mhz: list[float | None], chunk_samples: list[int], max_mhz: float | None,
+                     median_s: float) -> tuple[dict, list[str]]:
+    """Clock summary of a timing run from per-chunk MHz, and its flags (``low_clock``)."""
+    flags: list[str] = []
+    seen = [(m, n) for m, n in zip(chunk_mhz, chunk_samples, strict=True) if m is not None]
+    if not seen:
+        return {"available": False, "reason": "no chunk had a valid clock reading"}, flags
+    total = sum(n for _, n in seen)
+    eff = sum(m * n for m, n in seen) / total if total else statistics.median(m for m, _ in seen)
+    info: dict[str, Any] = {
+        "available": True,
+        "sm_mhz_effective": eff,
+        "sm_mhz_min": min(m for m, _ in seen),
+        "sm_mhz_max": max(m for m, _ in seen),
+        "chunks_mhz": [None if m is None else round(m, 1) for m in chunk_mhz],
+        "max_sm_mhz": max_mhz,
+        "cycles_median": median_s * eff * 1e6,
+    }
+    if max_mhz:
+        low = sum(n for m, n in seen if m < LOW_CLOCK_FRACTION * max_mhz)
+        info["clock_ratio"] = eff / max_mhz
+        info["low_clock_samples"] = low
+        info["low_clock_fraction"] = low / total if total else 0.0
+        # Time this median would take at the max clock, if it scales with the SM clock.
+        info["median_s_at_max_clock"] = median_s * eff / max_mhz
+        if eff < LOW_CLOCK_FRACTION * max_mhz or info["low_clock_fraction"] > 0.1:
+            flags.append("low_clock")
+    return info, flags
+
+
+# --------------------------------------------------------------------------------------------
+# NVML (nvidia-ml-py). Read only: never lock or change clocks or power limits.
+
+_THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
+
+
+def _nvml_handle(device_index: int = 0) -> Any:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(device_index).uuid)
+        return pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:  # noqa: BLE001 - UUID lookup is best effort; index is the fallback
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(device_index)
+
+
+def nvml_max_sm_mhz(device_index: int = 0) -> float | None:
+    """The device's max SM clock from NVML, or None when NVML is unavailable."""
+    try:
+        pynvml, h = _nvml_handle(device_index)
+        return float(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001 - NVML absent or not supported: the caller records "unknown"
+        return None
+
+
+def nvml_state(device_index: int = 0) -> dict | None:
+    """SM clock, power, power limit, temperature and throttle reasons, or None without NVML."""
+    try:
+        pynvml, h = _nvml_handle(device_index)
+        reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = int(reasons_fn(h))
+        return {
+            "sm_mhz": float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3,
+            "temperature_c": float(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+            "reasons": reasons,
+            "throttled": [name for bit, name in _THROTTLE_BITS.items() if reasons & bit],
+        }
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def cooldown(max_wait_s: float = 5.0, device_index: int = 0, power_fraction: float = 0.5,
+             poll_s: float = 0.05) -> dict:
+    """Wait until the GPU has recovered from power/thermal throttling, at most `max_wait_s`.
+
+    Recovered = no power/thermal throttle reason set and power draw below `power_fraction` of the
+    enforced limit (NVML averages power over ~1 s on recent parts, so this also waits out the
+    recent history). Used between interleaved candidates so power history does not pick the
+    winner. Without NVML it sleeps a fixed short time and says so.
+    """
+    t0 = time.monotonic()
+    first = nvml_state(device_index)
+    if first is None:
+        wait = min(max_wait_s, 0.5)
+        time.sleep(wait)
+        return {"available": False, "waited_s": wait, "recovered": None}
+    state = first
+    while True:
+        recovered = not state["throttled"] and state["power_w"] < power_fraction * state["power_limit_w"]
+        waited = time.monotonic() - t0
+        if recovered or waited >= max_wait_s:
+            return {"available": True, "waited_s": waited, "recovered": recovered, "before": first, "after": state}
+        time.sleep(poll_s)
+        state = nvml_state(device_index) or state
