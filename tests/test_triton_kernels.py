@@ -32,8 +32,9 @@ def _patch_interpreter() -> None:
 
     - scalar kernel arguments are 1-element arrays, and ``int()`` of those now raises, which breaks
       ``range(0, K, BLOCK)`` loops;
-    - bfloat16 is stored as uint16 and ``tl.dot`` multiplies the raw bits.
-    Both are patched to do what the compiled kernel does.
+    - bfloat16 is stored as uint16 and ``tl.dot`` multiplies the raw bits;
+    - float32 -> bfloat16 casts truncate, where the GPU rounds to nearest even.
+    All three are patched to do what the compiled kernel does.
     """
     import numpy as np
     from triton.runtime import interpreter as interp
@@ -56,7 +57,17 @@ def _patch_interpreter() -> None:
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         return original_dot(self, as_f32(a), as_f32(b), d, input_precision, max_num_imprecise_acc)
 
+    original_cast = interp.InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == triton.language.float32 and dst_type.scalar == triton.language.bfloat16:
+            f32 = torch.from_numpy(np.array(src.data, dtype=np.float32).reshape(-1))
+            bits = f32.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).reshape(np.shape(src.data))
+            return interp.TensorHandle(bits, triton.language.bfloat16)
+        return original_cast(self, src, dst_type)
+
     interp._patch_lang_tensor = patch_lang_tensor
+    interp.InterpreterBuilder.cast_impl = cast_impl
     interp.InterpreterBuilder.create_dot = create_dot
     interp._solbench_patched = True
 
@@ -150,3 +161,37 @@ def test_rmsnorm(t: int, h: int) -> None:
     out = mod.rmsnorm(x, w, 1e-5, num_warps=4)
     assert out.dtype == torch.bfloat16
     assert_close(out, rmsnorm_f32(x, w, 1e-5), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("h", [48, 64])
+def test_fused_add_rmsnorm(t: int, h: int) -> None:
+    mod = candidate("fused_add_rmsnorm", "triton_fused_add_rmsnorm.py")
+    x, r, w = randn(t, h, seed=1), randn(t, h, seed=2) * 4, randn(h, seed=3)
+    out, res_out = mod.fused_add_rmsnorm(x, r, w, 1e-5, num_warps=4)
+    summed = (x.double() + r.double()).to(torch.bfloat16)
+    # The new residual is exactly the bf16-rounded sum, and the norm is taken of that rounded value.
+    assert torch.equal(res_out.cpu(), summed.cpu())
+    assert_close(out, rmsnorm_f32(summed, w, 1e-5), atol=1e-2, rtol=1e-2)
+
+
+# --- RoPE -----------------------------------------------------------------------------------
+
+def rope_f32(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    xd = x.double()
+    rotated = torch.cat((-xd[..., half:], xd[..., :half]), dim=-1)
+    return (xd * cos.double()[:, None] + rotated * sin.double()[:, None]).float()
+
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("hq,hkv,d", [(4, 2, 16), (6, 3, 20)])  # 6/3 heads, D/2 = 10: masked blocks
+def test_rope(t: int, hq: int, hkv: int, d: int) -> None:
+    mod = candidate("rope", "triton_rope.py")
+    q, k = randn(t, hq, d, seed=1), randn(t, hkv, d, seed=2)
+    angles = randn(t, d // 2, dtype=torch.float32, seed=3) * 3
+    cos = torch.cat((angles.cos(), angles.cos()), -1).to(torch.bfloat16)
+    sin = torch.cat((angles.sin(), angles.sin()), -1).to(torch.bfloat16)
+    q_out, k_out = mod.rope(q, k, cos, sin, num_warps=4)
+    assert_close(q_out, rope_f32(q, cos, sin), atol=2e-2, rtol=1.6e-2)
+    assert_close(k_out, rope_f32(k, cos, sin), atol=2e-2, rtol=1.6e-2)

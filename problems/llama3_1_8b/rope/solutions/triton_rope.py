@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+WARP_CONFIGS = [triton.Config({}, num_warps=w) for w in (2, 4, 8)]
+
 
 @triton.jit
 def _rotate_heads(x_ptr, out_ptr, stride_h, stride_oh, n_heads, half, c1, c2, s1, s2,
@@ -29,7 +31,7 @@ def _rotate_heads(x_ptr, out_ptr, stride_h, stride_oh, n_heads, half, c1, c2, s1
 
 
 @triton.jit
-def rope_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, n_q_heads, n_k_heads, half,
+def rope_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, n_tokens, n_q_heads, n_k_heads, half,
                 stride_qt, stride_qh, stride_kt, stride_kh, stride_cos, stride_sin,
                 stride_qot, stride_qoh, stride_kot, stride_koh,
                 BLOCK_QH: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_HALF: tl.constexpr):
@@ -46,9 +48,12 @@ def rope_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, n_q_heads,
                   c1, c2, s1, s2, BLOCK_KH, BLOCK_HALF)
 
 
+_tuned_kernel = triton.autotune(configs=WARP_CONFIGS, key=["n_q_heads", "n_k_heads", "half", "n_tokens"])(rope_kernel)
+
+
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-         num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [T, HQ, D], k [T, HKV, D], cos/sin [T, D] -> rotated (q, k)."""
+         num_warps: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [T, HQ, D], k [T, HKV, D], cos/sin [T, D] -> rotated (q, k). ``num_warps`` skips autotuning."""
     if q.stride(-1) != 1 or k.stride(-1) != 1:
         q, k = q.contiguous(), k.contiguous()
     cos, sin = cos.contiguous(), sin.contiguous()
@@ -58,12 +63,14 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     half = head_dim // 2
-    rope_kernel[(n_tokens,)](
-        q, k, cos, sin, q_out, k_out, n_q_heads, n_k_heads, half,
+    kernel = _tuned_kernel if num_warps is None else rope_kernel
+    launch = {} if num_warps is None else {"num_warps": num_warps}
+    kernel[(n_tokens,)](
+        q, k, cos, sin, q_out, k_out, n_tokens, n_q_heads, n_k_heads, half,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos.stride(0), sin.stride(0),
         q_out.stride(0), q_out.stride(1), k_out.stride(0), k_out.stride(1),
         BLOCK_QH=triton.next_power_of_2(n_q_heads), BLOCK_KH=triton.next_power_of_2(n_k_heads),
-        BLOCK_HALF=triton.next_power_of_2(half), num_warps=num_warps,
+        BLOCK_HALF=triton.next_power_of_2(half), **launch,
     )
     return q_out, k_out
 
