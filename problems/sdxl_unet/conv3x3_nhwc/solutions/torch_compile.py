@@ -1,0 +1,18 @@
+"""torch.compile of the eager candidate, compiled on the first call."""
+
+import torch
+import torch.nn.functional as F
+
+_compiled = None
+
+
+def _eager(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = F.conv2d(x.permute(0, 3, 1, 2), weight.permute(0, 3, 1, 2), bias, padding=1)
+    return out.permute(0, 2, 3, 1).contiguous()
+
+
+def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    global _compiled
+    if _compiled is None:
+        _compiled = torch.compile(_eager, dynamic=False)
+    return _compiled(x, weight, bias)
