@@ -195,3 +195,20 @@ def test_rope(t: int, hq: int, hkv: int, d: int) -> None:
     q_out, k_out = mod.rope(q, k, cos, sin, num_warps=4)
     assert_close(q_out, rope_f32(q, cos, sin), atol=2e-2, rtol=1.6e-2)
     assert_close(k_out, rope_f32(k, cos, sin), atol=2e-2, rtol=1.6e-2)
+
+
+# --- SwiGLU ---------------------------------------------------------------------------------
+
+def swiglu_f32(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    g = gate.double()
+    return (g / (1 + torch.exp(-g)) * up.double()).float()
+
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("f", [32, 40])  # 40 = 2.5 blocks of 16: a masked tail in the middle of the row
+def test_swiglu(t: int, f: int) -> None:
+    mod = candidate("swiglu", "triton_swiglu.py")
+    gate_up = randn(t, 2 * f, seed=1) * 3
+    out = mod.swiglu(gate_up, config={"BLOCK": 16, "num_warps": 4})
+    assert out.shape == (t, f)
+    assert_close(out, swiglu_f32(gate_up[:, :f], gate_up[:, f:]), atol=1e-2, rtol=1e-2)
