@@ -1,0 +1,57 @@
+"""`solbench calibrate`: measure this device's ceilings into a spec file."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..calibrate import calibrate as run_calibration
+from . import app
+from ._common import console, err_console, si
+
+
+class CalibrateDevice(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+@app.command()
+def calibrate(
+    output: Path = typer.Option(None, "-o", "--output",
+                                help="spec file to write, <id>.yaml (default: results/calibration/<id>.yaml)"),
+    device: CalibrateDevice = typer.Option(CalibrateDevice.auto, "--device", help="cuda, cpu, or auto (cuda if present)"),
+    quick: bool = typer.Option(False, "--quick", help="small sizes and short runs (seconds, not a minute)"),
+    sustained_s: float = typer.Option(None, "--sustained-s", help="seconds per dtype for the sustained GEMM rate"),
+    as_json: bool = typer.Option(False, "--json", help="print the written spec as JSON"),
+) -> None:
+    """Measure this device's achievable ceilings (GEMM per dtype, memory bandwidth) into a spec file.
+
+    Score against it with `--gpu PATH` (or `--roof measured` once a measured spec of this GPU is
+    committed under hardware_specs/measured/).
+    """
+    spec, path = run_calibration(device.value, output, quick=quick, sustained_s=sustained_s,
+                                 log=lambda line: err_console.print(line, markup=False, highlight=False))
+    if as_json:
+        typer.echo(json.dumps(spec.model_dump(mode="json"), indent=2))
+        return
+    table = Table(title=f"{spec.name}: measured ceilings")
+    table.add_column("roof")
+    table.add_column("burst", justify="right")
+    table.add_column("sustained", justify="right")
+    m = spec.measured.model_dump() if spec.measured else {}
+    sustained = m.get("sustained_peak_flops", {})
+    for k, v in spec.peak_flops.items():
+        s = sustained.get(k)
+        unit = "OP/s" if k.startswith("int") else "FLOP/s"
+        table.add_row(k, si(v, unit), si(s, unit) if s else "-")
+    for k, v in m.get("bandwidth", {}).items():
+        s = m.get("sustained_bandwidth", {}).get(k)
+        table.add_row(f"memory {k}", si(v, "B/s"), si(s, "B/s") if s else "-")
+    console.print(table)
+    console.print(f"wrote {path} (memory_bandwidth {si(spec.memory_bandwidth, 'B/s')}); "
+                  f"score against it with --gpu {path}")
