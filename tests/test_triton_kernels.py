@@ -212,3 +212,60 @@ def test_swiglu(t: int, f: int) -> None:
     out = mod.swiglu(gate_up, config={"BLOCK": 16, "num_warps": 4})
     assert out.shape == (t, f)
     assert_close(out, swiglu_f32(gate_up[:, :f], gate_up[:, f:]), atol=1e-2, rtol=1e-2)
+
+
+# --- cross-entropy --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("splits", [(1, 300), (3, 128)])  # one program per row; rows split in 3
+def test_cross_entropy(t: int, splits: tuple[int, int]) -> None:
+    mod = candidate("cross_entropy", "triton_cross_entropy.py")
+    v = 300  # 300 = 4.7 blocks of 64: chunks straddle the split boundaries and end ragged
+    logits = randn(t, v, seed=1) * 4
+    targets = torch.randint(0, v, (t,), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    if t > 1:
+        targets[1] = -100  # PyTorch's ignore_index: loss 0
+    loss = mod.cross_entropy(logits, targets, config={"BLOCK_V": 64, "num_warps": 4}, splits=splits)
+    lf = logits.double()
+    want = torch.logsumexp(lf, -1) - lf.gather(1, targets.clamp(min=0)[:, None])[:, 0]
+    want = torch.where(targets == -100, 0.0, want)
+    assert loss.dtype == torch.float32
+    assert_close(loss, want, atol=1e-4, rtol=1e-5)
+
+
+def test_cross_entropy_split_plan() -> None:
+    mod = candidate("cross_entropy", "triton_cross_entropy.py")
+    v = 128256
+    for t in (1, 16, 64, 528, 16384):
+        splits, cols = mod.plan_splits(t, v, num_sms=132)
+        assert (splits - 1) * cols < v <= splits * cols  # every column covered, no split empty
+        # Enough programs to fill 132 SMs (within the rounding of the split width; at most one
+        # split per 2048 columns), unless the rows alone do, in which case each row is one program.
+        if t < 4 * 132:
+            assert t * splits >= min(0.9 * 4 * 132, t * (v // 2048))
+        else:
+            assert splits == 1
+    assert mod.plan_splits(16384, v, 132)[0] == 1
+    assert mod.plan_splits(1, v, 132)[0] > 32
+
+
+# --- embedding ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("block_t", [1, 4])  # 4: a token block past the end of ids (T = 1, 3, 17)
+def test_embedding(t: int, block_t: int) -> None:
+    mod = candidate("embedding", "triton_embedding.py")
+    v, h = 50, 40  # 40 columns in a 64-wide block
+    table = randn(v, h, seed=1)
+    ids = torch.randint(0, v, (t,), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    out = mod.embedding(ids, table, config={"BLOCK_T": block_t, "num_warps": 4})
+    assert torch.equal(out.cpu(), table.cpu()[ids.cpu()])  # a copy: exact
+
+
+def test_embedding_out_of_range_ids_give_zero_rows() -> None:
+    mod = candidate("embedding", "triton_embedding.py")
+    table = randn(10, 16, seed=1)
+    ids = torch.tensor([3, -1, 10, 9]).to(DEVICE)
+    out = mod.embedding(ids, table, config={"BLOCK_T": 2, "num_warps": 4}).cpu()
+    assert torch.equal(out[0], table.cpu()[3]) and torch.equal(out[3], table.cpu()[9])
+    assert not out[1].any() and not out[2].any()
