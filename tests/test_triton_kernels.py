@@ -269,3 +269,17 @@ def test_embedding_out_of_range_ids_give_zero_rows() -> None:
     out = mod.embedding(ids, table, config={"BLOCK_T": 2, "num_warps": 4}).cpu()
     assert torch.equal(out[0], table.cpu()[3]) and torch.equal(out[3], table.cpu()[9])
     assert not out[1].any() and not out[2].any()
+
+
+# --- gate/up GEMM + SwiGLU epilogue ---------------------------------------------------------
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("k", [64, 80])
+def test_gate_up_swiglu(t: int, k: int) -> None:
+    mod = candidate("gate_up_swiglu", "triton_gate_up_swiglu.py")
+    f = 40  # output columns: 2.5 blocks of 16, so the last block's up rows wrap past the gate rows
+    x, w = randn(t, k, seed=1), randn(2 * f, k, seed=2) * k ** -0.5
+    out = mod.gate_up_swiglu(x, w, config=SMALL_GEMM)
+    proj = x.double() @ w.double().t()
+    assert out.shape == (t, f)
+    assert_close(out, swiglu_f32(proj[:, :f], proj[:, f:]), atol=1e-2, rtol=2e-2)
