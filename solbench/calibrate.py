@@ -17,6 +17,7 @@ datasheet scores.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.metadata
 import os
 import platform
 import re
@@ -52,10 +53,10 @@ def _versions() -> dict[str, str]:
     v = {"solbench": __version__, "python": platform.python_version(), "torch": str(torch.__version__)}
     if torch.version.cuda:
         v["cuda"] = str(torch.version.cuda)
-    for mod in ("triton", "cupy"):
-        try:
-            v[mod] = str(__import__(mod).__version__)
-        except Exception:  # noqa: BLE001 - optional packages
+    for dist in ("triton", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py"):
+        try:  # metadata, not import: importing triton alone takes seconds
+            v[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
             pass
     try:
         import pynvml
@@ -219,6 +220,23 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def _cpu_best_threads(fn: Callable[[], Any], budget_s: float) -> tuple[float, int]:
+    """(best time, thread count) over torch's thread count and one thread: on a loaded machine
+    OpenMP threads that wait on each other can be 100x slower than one thread, and a ceiling is
+    the best the machine does."""
+    import torch
+
+    default = torch.get_num_threads()
+    best: tuple[float, int] = (float("inf"), default)
+    try:
+        for threads in sorted({default, 1}, reverse=True):
+            torch.set_num_threads(threads)
+            best = min(best, (_cpu_best(fn, budget_s), threads))
+    finally:
+        torch.set_num_threads(default)
+    return best
+
+
 def measure_cpu(quick: bool = False, log: Callable[[str], None] = print) -> dict:
     import torch
 
@@ -230,16 +248,16 @@ def measure_cpu(quick: bool = False, log: Callable[[str], None] = print) -> dict
         dtype = getattr(torch, name)
         try:
             a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-            rate = 2.0 * n ** 3 / _cpu_best(lambda a=a, b=b: torch.mm(a, b), budget)
-            gemm[name] = {"burst": rate, "sustained": rate}
-            log(f"  {name:10s} matmul {rate / 1e9:9.1f} GFLOP/s")
+            t, threads = _cpu_best_threads(lambda a=a, b=b: torch.mm(a, b), budget)
+            gemm[name] = {"burst": 2.0 * n ** 3 / t, "sustained": 2.0 * n ** 3 / t, "threads": threads}
+            log(f"  {name:10s} matmul {gemm[name]['burst'] / 1e9:9.1f} GFLOP/s ({threads} threads)")
         except Exception as err:  # noqa: BLE001 - dtype without a CPU matmul kernel
             skipped[name] = f"{type(err).__name__}: {str(err)[:200]}"
     nbytes = (64 if quick else 512) * 2**20  # larger than any last-level cache we expect
     src = torch.rand(nbytes // 4)
     dst = torch.empty_like(src)
-    bw = {"copy": {"burst": 2.0 * nbytes / _cpu_best(lambda: dst.copy_(src), budget)},
-          "read": {"burst": float(nbytes) / _cpu_best(lambda: src.sum(), budget)}}
+    bw = {"copy": {"burst": 2.0 * nbytes / _cpu_best_threads(lambda: dst.copy_(src), budget)[0]},
+          "read": {"burst": float(nbytes) / _cpu_best_threads(lambda: src.sum(), budget)[0]}}
     for k, v in bw.items():
         log(f"  memory {k:6s} {v['burst'] / 1e9:9.2f} GB/s")
     return {
@@ -284,6 +302,8 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
         "sustained_bandwidth": {k: v["sustained"] for k, v in m["bandwidth"].items() if "sustained" in v},
         "skipped": m["gemm_skipped"],
     }
+    if any("threads" in v for v in m["gemm"].values()):
+        measured["gemm_threads"] = {k: v["threads"] for k, v in m["gemm"].items() if "threads" in v}
     for key in ("sustained_s", "threads"):
         if key in m:
             measured[key] = m[key]
@@ -322,17 +342,17 @@ def default_spec_id(m: dict) -> str:
 def calibrate(device: str = "auto", output: str | Path | None = None, quick: bool = False,
               sustained_s: float | None = None, log: Callable[[str], None] = print) -> tuple[HardwareSpec, Path]:
     """Measure this device and write a measured spec; returns (spec, path)."""
-    import torch
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cuda", "cpu"):
+    if device not in ("cuda", "cpu", "auto"):
         raise CalibrationError(f"--device {device!r}: use cuda, cpu or auto")
     if output is not None:
         out = Path(output)
         if out.suffix not in (".yaml", ".yml") or not _ID_OK.match(out.stem):
             raise CalibrationError(f"-o {out}: name it <id>.yaml with lower-case letters, digits, _ or - "
                                    "(the file name is the spec id)")
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     log(f"calibrating {device} ({'quick' if quick else 'full'})")
     m = measure_cuda(quick, sustained_s, log) if device == "cuda" else measure_cpu(quick, log)
     spec_id = Path(output).stem if output is not None else default_spec_id(m)
