@@ -99,51 +99,52 @@ class ClockProbe:
                     _triton_snapshot_kernel()
                 else:
                     raise ValueError(f"unknown clock probe backend {b!r} (cupy, triton)")
-                buf = self.torch.zeros(3 * self.n_slots, dtype=self.torch.int64, device=self.device)
-                self._launch(b, buf)  # compile and launch once so failures surface here
-                self.torch.cuda.synchronize(self.device)
+                self.backend = b
+                self.rate_mhz(self.snapshot(), self.snapshot())  # compile, launch, read back once
                 return b
             except Exception as err:  # noqa: BLE001 - try the next backend, report all reasons
                 errors.append(f"{b}: {type(err).__name__}: {err}")
         raise RuntimeError("no clock probe backend works: " + "; ".join(errors))
 
-    def _launch(self, backend: str, buf: Any) -> None:
-        grid = 4 * self.n_sms  # several blocks per SM so (almost) every SM writes its slot
-        if backend == "cupy":
-            cp = self._cupy
-            stream = self.torch.cuda.current_stream(self.device)
-            with cp.cuda.Device(self.device.index), cp.cuda.ExternalStream(stream.cuda_stream, self.device.index):
-                self._cupy_snapshot((grid,), (32,), (cp.from_dlpack(buf), cp.int32(self.n_slots)))
-        else:
-            _triton_snapshot_kernel()[(grid,)](buf, self.n_slots, num_warps=1)
+    def _cupy_stream(self) -> Any:
+        """CuPy's view of torch's current stream, so the probe is ordered with the timed work."""
+        stream = self.torch.cuda.current_stream(self.device)
+        return self._cupy.cuda.ExternalStream(stream.cuda_stream, self.device.index)
 
     def snapshot(self) -> Any:
-        """Launch a snapshot on the current stream; returns its (device) buffer."""
+        """Launch a snapshot on the current stream; returns its device buffer (CuPy or torch).
+
+        The CuPy backend allocates with CuPy on the same stream: no DLPack hand-over needed.
+        """
+        grid = 4 * self.n_sms  # several blocks per SM so (almost) every SM writes its slot
+        if self.backend == "cupy":
+            cp = self._cupy
+            with cp.cuda.Device(self.device.index), self._cupy_stream():
+                buf = cp.zeros(3 * self.n_slots, dtype=cp.uint64)
+                self._cupy_snapshot((grid,), (32,), (buf, cp.int32(self.n_slots)))
+            return buf
         buf = self.torch.zeros(3 * self.n_slots, dtype=self.torch.int64, device=self.device)
-        self._launch(self.backend, buf)
+        _triton_snapshot_kernel()[(grid,)](buf, self.n_slots, num_warps=1)
         return buf
 
     @staticmethod
     def rate_mhz(a: Any, b: Any) -> float | None:
         """Effective SM MHz between two snapshots (median over the SMs seen in both)."""
-        va = a.view(-1, 3).cpu().tolist()
-        vb = b.view(-1, 3).cpu().tolist()
         rates = []
-        for (ta, ca, oka), (tb, cb, okb) in zip(va, vb, strict=True):
+        for (ta, ca, oka), (tb, cb, okb) in zip(_rows(a), _rows(b), strict=True):
             if oka and okb and tb > ta and cb > ca:
                 rates.append((cb - ca) / (tb - ta) * 1e3)
         return statistics.median(rates) if rates else None
 
     def spin_mhz(self, spin_us: float = 200.0) -> float:
         """Clock right now: one thread spins for `spin_us` of globaltimer time, counting cycles."""
-        out = self.torch.zeros(2, dtype=self.torch.int64, device=self.device)
         if self.backend == "cupy":
             cp = self._cupy
-            stream = self.torch.cuda.current_stream(self.device)
-            with cp.cuda.Device(self.device.index), cp.cuda.ExternalStream(stream.cuda_stream, self.device.index):
-                self._cupy_spin((1,), (32,), (cp.from_dlpack(out), cp.uint64(int(spin_us * 1e3))))
-            self.torch.cuda.synchronize(self.device)
-            ns, cycles = out.cpu().tolist()
+            with cp.cuda.Device(self.device.index), self._cupy_stream() as stream:
+                out = cp.zeros(2, dtype=cp.uint64)
+                self._cupy_spin((1,), (32,), (out, cp.uint64(int(spin_us * 1e3))))
+                stream.synchronize()
+            ns, cycles = (int(x) for x in out.get())
             return cycles / ns * 1e3
         # Triton: two snapshots around a torch sleep kernel on the same stream.
         a = self.snapshot()
@@ -154,6 +155,12 @@ class ClockProbe:
         if rate is None:
             raise RuntimeError("clock probe saw no SM in both snapshots")
         return rate
+
+
+def _rows(buf: Any) -> list[list[int]]:
+    """A snapshot buffer (CuPy or torch, on the device) as host rows of (timer, clock, valid)."""
+    host = buf.get() if hasattr(buf, "get") and not hasattr(buf, "cpu") else buf.cpu().numpy()
+    return host.reshape(-1, 3).astype("int64").tolist()
 
 
 def summarize_chunks(chunk_mhz: list[float | None], chunk_samples: list[int], max_mhz: float | None,
