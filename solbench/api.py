@@ -1,0 +1,195 @@
+"""The engine's public API: run candidates on problems, and the demo.
+
+    import solbench
+    result = solbench.run_problems(["llama3_1_8b.attn_o_proj_residual"], ["my_kernel.py"], device="cuda")
+    for r in result.records:
+        print(r.workload, r.status, r.time_s, r.sol)
+
+The CLI commands ``solbench run`` and ``solbench demo`` are thin layers over these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .candidate import describe_candidates, shipped_candidates
+from .errors import ProblemError, SolbenchError
+from .hardware import load_spec
+from .problem import Problem, Workload, find_problems, load_problem
+from .record import ResultRecord, Status
+from .runner import NullProgress, PlanItem, Progress, Runner, RunOptions
+
+# The demo's problems, by name: the seed GEMM plus memory-bound ones, each skipped when absent.
+DEMO_PROBLEMS = (
+    "llama3_1_8b.attn_o_proj_residual",
+    "llama3_1_8b.rmsnorm",
+    "llama3_1_8b.residual_rmsnorm",
+    "llama3_1_8b.silu_mul",
+    "llama3_1_8b.swiglu",
+    "llama3_1_8b.rope",
+    "llama3_1_8b.embedding",
+)
+DEMO_MAX_PROBLEMS = 4
+DEMO_CPU_BUDGET_S = 0.1
+
+
+def default_device() -> str:
+    """cuda when torch sees a GPU, else cpu."""
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def default_output(kind: str = "runs") -> Path:
+    """``results/runs/<date>.jsonl`` (or ``results/demo/<timestamp>.jsonl``) under the current folder."""
+    now = datetime.now(timezone.utc)
+    stamp = now.strftime("%Y-%m-%d") if kind == "runs" else now.strftime("%Y-%m-%dT%H%M%SZ")
+    return Path("results") / kind / f"{stamp}.jsonl"
+
+
+@dataclass
+class RunResult:
+    records: list[ResultRecord]
+    output: Path
+    run_id: str
+    spec_id: str
+    device: str
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.records) and all(r.status == Status.PASSED.value for r in self.records)
+
+
+def _as_problem(p: str | Path | Problem, problems_dir: Path | None) -> Problem:
+    if isinstance(p, Problem):
+        return p
+    from .cli._common import resolve_problem
+
+    return resolve_problem(str(p), problems_dir)
+
+
+def _select_workloads(problem: Problem, names: Sequence[str], smallest: bool) -> list[Workload]:
+    chosen = [w for w in problem.workloads if not names or w.name in names]
+    if smallest and chosen:
+        chosen = [min(chosen, key=lambda w: problem.auto_bytes(problem.resolve_axes(w)))]
+    return chosen
+
+
+def plan_run(
+    problems: Sequence[str | Path | Problem],
+    solutions: Sequence[str | Path] | None = None,
+    *,
+    workloads: Sequence[str] = (),
+    smallest_workload: bool = False,
+    problems_dir: Path | None = None,
+) -> list[PlanItem]:
+    """Resolve problems, workloads and candidates (the problem's shipped solutions when none given)."""
+    if not problems:
+        raise SolbenchError("no problem given: pass a problem.yaml path or a name from `solbench list`")
+    given = describe_candidates(solutions) if solutions else None
+    plan = []
+    for p in problems:
+        problem = _as_problem(p, problems_dir)
+        cands = given if given is not None else describe_candidates(shipped_candidates(problem.folder))
+        if not cands:
+            raise SolbenchError(f"{problem.name} ships no candidates under solutions/: pass --solution FILE")
+        plan.append(PlanItem(problem, _select_workloads(problem, workloads, smallest_workload), cands))
+    known = {w.name for item in plan for w in item.problem.workloads}
+    unknown = [n for n in workloads if n not in known]
+    if unknown:
+        raise ProblemError([f"no workload named {', '.join(map(repr, unknown))} in the given problems "
+                            f"(workloads: {', '.join(sorted(known))})"])
+    return [item for item in plan if item.workloads]
+
+
+def run_problems(
+    problems: Sequence[str | Path | Problem],
+    solutions: Sequence[str | Path] | None = None,
+    *,
+    device: str | None = None,
+    gpu: str | None = None,
+    output: str | Path | None = None,
+    timeout_s: float = 120.0,
+    compile_timeout_s: float = 600.0,
+    budget_s: float = 1.0,
+    rounds: int = 3,
+    seed: int | None = None,
+    workloads: Sequence[str] = (),
+    smallest_workload: bool = False,
+    timing_method: str = "auto",
+    workers_ahead: int | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Check, time and score candidates on problems; append one record per (candidate, workload)."""
+    options = RunOptions(device=device or default_device(), gpu=gpu, timeout_s=timeout_s,
+                         compile_timeout_s=compile_timeout_s, budget_s=budget_s, rounds=rounds, seed=seed,
+                         timing_method=timing_method)
+    if workers_ahead is not None:
+        options.workers_ahead = workers_ahead
+    plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload)
+    out = Path(output) if output else default_output()
+    runner = Runner(options, out, progress or NullProgress())
+    records = runner.run(plan)
+    return RunResult(records, out, runner.run_id, runner.spec.id, options.device)
+
+
+@dataclass
+class DemoResult:
+    """What ``solbench demo`` ran; the presentation layer adds its leaderboard and chart from here."""
+
+    records_path: Path
+    run: RunResult
+    problems: list[str]
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[ResultRecord]:
+        return self.run.records
+
+
+def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLEMS) -> tuple[list[Path], list[str]]:
+    """The demo's problem files found under the problems folder, and the names not found."""
+    from .cli._common import default_problems_dir
+
+    root = problems_dir or default_problems_dir()
+    by_name: dict[str, Path] = {}
+    for f in find_problems(root) if root.is_dir() else []:
+        try:
+            by_name[load_problem(f).name] = f
+        except ProblemError:
+            continue
+    found = [by_name[n] for n in DEMO_PROBLEMS if n in by_name][:limit]
+    missing = [n for n in DEMO_PROBLEMS if n not in by_name]
+    return found, missing
+
+
+def demo(
+    device: str | None = None,
+    output: str | Path | None = None,
+    *,
+    gpu: str | None = None,
+    problems_dir: Path | None = None,
+    budget_s: float | None = None,
+    progress: Progress | None = None,
+) -> DemoResult:
+    """A few problems with their shipped candidates: on the CPU the smallest workload of each and a
+    short timing budget (a couple of minutes in all); on CUDA every workload."""
+    device = device or default_device()
+    files, missing = demo_problems(problems_dir)
+    if not files:
+        raise SolbenchError(f"none of the demo problems ({', '.join(DEMO_PROBLEMS)}) were found: run from the "
+                            "repository root or pass --problems DIR")
+    if gpu:
+        load_spec(gpu)  # a bad --gpu is reported before anything runs
+    cpu = not device.startswith("cuda")
+    out = Path(output) if output else default_output("demo")
+    run = run_problems(files, device=device, gpu=gpu, output=out,
+                       budget_s=budget_s or (DEMO_CPU_BUDGET_S if cpu else 1.0), smallest_workload=cpu,
+                       progress=progress)
+    return DemoResult(out, run, [str(f) for f in files], missing)

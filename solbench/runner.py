@@ -1,0 +1,234 @@
+"""The run loop (trusted parent): problems x workloads x candidates -> result records.
+
+For each problem and workload the parent makes the inputs (fresh seeds per round and per timing
+set, from a base seed that is random per run unless given) and the reference outputs once; then
+each candidate is evaluated on it in its own worker (:mod:`solbench.evaluation`). Candidates
+alternate within a workload, so none always runs on a hotter GPU than another. A candidate's
+worker is reused for its next workload while healthy; after any failure the next workload gets a
+fresh one. Each record is appended to the results file as soon as it is made, so a kill loses
+only the workload in flight.
+
+Verdict checks after the evaluation: the physics floor (:func:`solbench.scoring.physics_floor`),
+then ``solbench.guards.review(evaluation, context)`` when that module defines it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .candidate import CandidateFile
+from .cases import prepare_cases
+from .environment import collect_environment, device_name
+from .errors import SolbenchError
+from .evaluation import CandidateSlot, EvaluationContext, evaluate
+from .hardware import HardwareSpec
+from .inputs import load_generator, load_reference
+from .problem import Problem, Workload
+from .record import ResultRecord, Status
+from .results import append_records
+from .roofline import RooflinePoint
+from .scoring import Evaluation, build_record, physics_floor, resolve_spec, workload_roof
+
+MIN_ROUNDS = 3
+
+
+def default_workers_ahead() -> int:
+    from .environment import cpu_count
+
+    return max(0, min(4, cpu_count() // 4))
+
+
+@dataclass
+class RunOptions:
+    """How a run checks and times. Defaults are the CLI's."""
+
+    device: str = "cpu"
+    gpu: str | None = None  # spec id or spec file; None = detect (CUDA) or cpu_estimate (CPU)
+    timeout_s: float = 120.0  # per workload, after the first call of a fresh worker
+    compile_timeout_s: float = 600.0  # worker start + candidate import, and its first call
+    budget_s: float = 1.0  # timing budget per workload
+    rounds: int = MIN_ROUNDS
+    seed: int | None = None
+    log_bytes: int = 8192
+    timing_method: str = "auto"
+    # Workers started (and loading their candidate) while another candidate runs. Off on small
+    # machines, where their imports would compete with the timed candidate for the CPU.
+    workers_ahead: int = field(default_factory=lambda: default_workers_ahead())
+
+    def validate(self) -> None:
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise SolbenchError(f"device {self.device!r}: use cpu, cuda or cuda:N")
+        if self.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise SolbenchError("no CUDA device is available here: use --device cpu")
+        if self.rounds < MIN_ROUNDS:
+            raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
+        if self.workers_ahead < 0:
+            raise SolbenchError("--workers-ahead must be 0 or more")
+        for name in ("timeout_s", "compile_timeout_s", "budget_s"):
+            if not getattr(self, name) > 0:
+                raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
+
+
+@dataclass
+class PlanItem:
+    """One problem, the workloads to run, and the candidates to run on them."""
+
+    problem: Problem
+    workloads: list[Workload]
+    candidates: list[CandidateFile]
+
+
+class Progress(Protocol):
+    def begin(self, total: int) -> None: ...
+
+    def task(self, problem: str, workload: str, candidate: str) -> None: ...
+
+    def record(self, record: ResultRecord) -> None: ...
+
+
+class NullProgress:
+    def begin(self, total: int) -> None:
+        pass
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        pass
+
+    def record(self, record: ResultRecord) -> None:
+        pass
+
+
+@dataclass
+class ReviewContext:
+    """What a guard reviewing an evaluation may look at (all trusted, parent-side)."""
+
+    problem: Problem
+    workload: Workload
+    axes: dict[str, int]
+    roof: RooflinePoint
+    spec: HardwareSpec
+    candidate: CandidateFile
+    device: str
+
+
+def _guards_review() -> Any:
+    try:
+        guards = importlib.import_module("solbench.guards")
+    except ModuleNotFoundError as err:
+        if err.name != "solbench.guards":
+            raise
+        return None
+    return getattr(guards, "review", None)
+
+
+@dataclass
+class Runner:
+    options: RunOptions
+    output: Path
+    progress: Progress = field(default_factory=NullProgress)
+
+    def __post_init__(self) -> None:
+        self.options.validate()
+        self.spec, self.roof_kind = resolve_spec(self.options.device, self.options.gpu)
+        self.run_id = uuid.uuid4().hex[:12]
+        # Secret unless given: the seeds are never written while the run is going on, so no
+        # candidate can read them from an earlier record and predict its inputs.
+        self.base_seed = self.options.seed if self.options.seed is not None else secrets.randbits(63)
+        self.review = _guards_review()
+        if self.options.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.set_device(torch.device(self.options.device))
+        self.environment = collect_environment(self.options.device)
+        self.environment["seed"] = self.options.seed  # null: a random seed, kept secret
+        self.device_name = device_name(self.options.device, self.environment)
+        self.records: list[ResultRecord] = []
+
+    def _timing_config(self) -> dict[str, Any]:
+        cuda = self.options.device.startswith("cuda")
+        return {"device": "cuda" if cuda else "cpu", "budget_s": self.options.budget_s,
+                "method": self.options.timing_method, "l2_bytes": self.spec.l2_bytes if cuda else None}
+
+    def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
+        self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
+        for item in plan:
+            self._run_problem(item)
+        return self.records
+
+    def _run_problem(self, item: PlanItem) -> None:
+        problem, opts = item.problem, self.options
+        ref_fn, gen_fn = load_reference(problem), load_generator(problem)
+        slots = [CandidateSlot(c, opts.device) for c in item.candidates]
+        try:
+            order = [s for _ in item.workloads for s in slots]  # evaluation order
+            position = 0
+            self._start_ahead(order, 0)
+            for workload in item.workloads:
+                cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
+                                      rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
+                roof = workload_roof(problem, cases.axes, self.spec, workload)
+                for slot in slots:
+                    position += 1
+                    self._start_ahead(order, position)
+                    self.progress.task(problem.name, workload.name, slot.candidate.name)
+                    ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s,
+                                            self._timing_config(), self.environment.get("gpu_uuid"))
+                    evaluation = self._evaluate(slot, ctx)
+                    review = ReviewContext(problem, workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
+                    evaluation = self._verdict(evaluation, review)
+                    record = build_record(
+                        problem=problem, workload=workload, axes=cases.axes, candidate=slot.candidate,
+                        evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind,
+                        device=opts.device, device_name=self.device_name, environment=self.environment,
+                        telemetry=ctx.telemetry or {"available": False, "reason": "not measured (no timing)"},
+                        log=slot.log(opts.log_bytes), run_id=self.run_id,
+                    )
+                    if evaluation.status != Status.PASSED:
+                        slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
+                    append_records(self.output, [record])
+                    self.records.append(record)
+                    self.progress.record(record)
+                del cases
+                self._free_device_memory()
+        finally:
+            for slot in slots:
+                slot.retire()
+
+    def _start_ahead(self, order: list[CandidateSlot], start: int) -> None:
+        """Keep up to ``workers_ahead`` upcoming workers starting (and loading) in the background."""
+        chosen: list[int] = []
+        for slot in order[start:]:
+            if len(chosen) >= self.options.workers_ahead:
+                break
+            if id(slot) in chosen or slot.load_failure is not None or slot.state == "ready":
+                continue
+            slot.spawn()
+            slot.advance(self.options.compile_timeout_s)
+            chosen.append(id(slot))
+
+    def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
+        failure = slot.ensure_worker(self.options.compile_timeout_s)
+        if failure is not None:
+            return Evaluation(failure.status, failure.reason, failure.phase)
+        return evaluate(slot, ctx)
+
+    def _verdict(self, evaluation: Evaluation, review: ReviewContext) -> Evaluation:
+        evaluation = physics_floor(evaluation, review.roof, review.spec.id)
+        if self.review is not None:
+            evaluation = self.review(evaluation, review)
+        if evaluation.findings:
+            evaluation.correctness["findings"] = evaluation.findings
+        return evaluation
+
+    def _free_device_memory(self) -> None:
+        if self.options.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()

@@ -1,0 +1,189 @@
+"""GPU telemetry around a workload: NVML sampled from the parent in a background thread.
+
+Recorded: SM and memory clocks (min/max), the clocks-event reasons OR-ed over every sample,
+temperature and power (min/max), and the energy used (the difference of
+``nvmlDeviceGetTotalEnergyConsumption``). A result measured while a power or thermal reason was
+active carries ``power_throttled`` / ``thermal_throttled``. Where NVML is absent (no driver, no
+nvidia-ml-py, CPU runs) the result is ``{"available": false, "reason": ...}``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+# NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
+REASON_BITS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+POWER_BITS = 0x4 | 0x8 | 0x80  # power cap, hardware slowdown (power or thermal), power brake
+THERMAL_BITS = 0x8 | 0x20 | 0x40  # hardware slowdown, software / hardware thermal slowdown
+
+
+def decode_reasons(mask: int) -> list[str]:
+    """Names of the set reason bits; unknown bits as hex."""
+    names = [name for bit, name in REASON_BITS.items() if mask & bit]
+    unknown = mask & ~sum(REASON_BITS)
+    if unknown:
+        names.append(f"unknown_0x{unknown:x}")
+    return names
+
+
+def throttle_flags(mask: int) -> list[str]:
+    """'power_throttled' / 'thermal_throttled' for the reasons that slow a measurement down."""
+    flags = []
+    if mask & POWER_BITS:
+        flags.append("power_throttled")
+    if mask & THERMAL_BITS:
+        flags.append("thermal_throttled")
+    return flags
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason}
+
+
+def _nvml() -> Any:
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
+    """The NVML handle of a CUDA device: by UUID when known (CUDA and NVML order may differ)."""
+    if uuid:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # noqa: BLE001 - fall back to the index
+            pass
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def _reasons_fn(nvml: Any) -> Any:
+    return getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+
+class TelemetrySampler:
+    """``with TelemetrySampler("cuda", uuid) as t: ...`` then ``t.result()``; polls every ``interval_s``."""
+
+    def __init__(self, device: str, uuid: str | None = None, index: int = 0, interval_s: float = 0.05):
+        self.device = device
+        self.uuid = uuid
+        self.index = index
+        self.interval_s = interval_s
+        self._samples: list[dict[str, float]] = []
+        self._reasons = 0
+        self._errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._status: dict[str, Any] | None = None
+        self._nvml: Any = None
+        self._handle: Any = None
+        self._energy0: int | None = None
+        self._energy1: int | None = None
+        self._t0 = 0.0
+        self._t1 = 0.0
+
+    def __enter__(self) -> TelemetrySampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if not self.device.startswith("cuda"):
+            self._status = unavailable(f"device is {self.device}: NVML telemetry is for NVIDIA GPUs")
+            return
+        try:
+            self._nvml = _nvml()
+            self._handle = nvml_handle(self._nvml, self.uuid, self.index)
+        except Exception as err:  # noqa: BLE001 - no NVML here: say why, carry on
+            self._status = unavailable(f"NVML unavailable: {type(err).__name__}: {err}")
+            return
+        self._energy0 = self._energy()
+        self._t0 = time.monotonic()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="solbench-telemetry", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+        self._t1 = time.monotonic()
+        self._energy1 = self._energy()
+        self._thread = None
+
+    def _energy(self) -> int | None:
+        try:
+            return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+        except Exception:  # noqa: BLE001 - not supported before Volta
+            return None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        nv, h = self._nvml, self._handle
+        s: dict[str, float] = {}
+        for key, fn in (
+            ("sm_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+            ("mem_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+            ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+        ):
+            try:
+                s[key] = float(fn())
+            except Exception as err:  # noqa: BLE001 - one missing counter does not stop the rest
+                if len(self._errors) < 5:
+                    self._errors.append(f"{key}: {type(err).__name__}")
+        try:
+            self._reasons |= int(_reasons_fn(nv)(h))
+        except Exception as err:  # noqa: BLE001
+            if len(self._errors) < 5:
+                self._errors.append(f"clocks_event_reasons: {type(err).__name__}")
+        self._samples.append(s)
+
+    def result(self) -> dict[str, Any]:
+        """The summary of what was sampled (or why nothing was)."""
+        if self._status is not None:
+            return dict(self._status)
+        return summarize(self._samples, self._reasons, self._energy0, self._energy1,
+                         self._t1 - self._t0, self.interval_s, self._errors)
+
+
+def summarize(samples: list[dict[str, float]], reasons: int, energy0_mj: int | None, energy1_mj: int | None,
+              duration_s: float, interval_s: float, errors: list[str] | None = None) -> dict[str, Any]:
+    """The telemetry record from raw samples (pure; unit-tested without a GPU)."""
+    out: dict[str, Any] = {"available": True, "samples": len(samples), "interval_s": interval_s,
+                           "duration_s": duration_s}
+    for key in ("sm_mhz", "mem_mhz", "temperature_c", "power_w"):
+        vals = [s[key] for s in samples if key in s]
+        base = key.rsplit("_", 1)
+        out[f"{base[0]}_min_{base[1]}"] = min(vals) if vals else None
+        out[f"{base[0]}_max_{base[1]}"] = max(vals) if vals else None
+    out["clocks_event_reasons"] = reasons
+    out["clocks_event_reason_names"] = decode_reasons(reasons)
+    flags = throttle_flags(reasons)
+    out["power_throttled"] = "power_throttled" in flags
+    out["thermal_throttled"] = "thermal_throttled" in flags
+    if energy0_mj is not None and energy1_mj is not None:
+        out["energy_j"] = (energy1_mj - energy0_mj) / 1000.0
+        out["avg_power_w"] = out["energy_j"] / duration_s if duration_s > 0 else None
+    if errors:
+        out["errors"] = list(errors)
+    return out

@@ -1,0 +1,244 @@
+"""The worker: the only process that runs candidate code.
+
+Started by the parent (:mod:`solbench.worker_client`) as ``python -m solbench.worker --fd N`` in a
+new session (its own process group, so a timeout kills everything it started), with stdout and
+stderr redirected to a log file the parent reads back size-limited. The worker imports
+:mod:`solbench.timing` (which binds its timer functions) and the optional :mod:`solbench.guards`
+*before* any candidate code, then serves requests on the socket ``N``.
+
+Protocol: every message is a JSON header plus raw tensor frames (:mod:`solbench.wire`; nothing is
+pickled). The worker sends data only; the parent decides every verdict. Requests and replies:
+
+``hello`` (worker -> parent, once at start)
+    ``{"op": "hello", "pid": int}``
+``{"op": "load", "path": str, "device": "cpu"|"cuda"}``
+    -> ``{"ok": true}`` or ``{"ok": false, "kind": "compile", "message": str}``
+``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...]}``
+    Runs ``run(*inputs)`` once on fresh device copies of the inputs.
+    -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
+``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}}``
+    Moves every set to the device (before timing), then ``time_calls``.
+    -> ``{"ok": true, "timing": TimingResult.as_dict(), "last_outputs": [[output...] per set],
+    "sets_after": [[value...]...], "findings": [...]}``
+``{"op": "exit"}``
+    The worker exits 0.
+
+A failed request replies ``{"ok": false, "kind": "runtime", "message": last line, "traceback": str}``
+(the traceback also goes to the log). ``output`` is ``{"kind": "tensor", "type", "exact",
+"shape", "dtype", "device", "contiguous", "aliases", "data"}`` where ``data`` (the values, on the
+CPU) is present only for a plain ``torch.Tensor`` with the expected shape and dtype, so a reply's
+size is bounded by what the parent expects; or ``{"kind": "other", "type": str}``.
+``findings`` are worker-side observations for the parent's guards (``solbench.guards``, when it
+defines ``worker_findings(phase, context) -> list[dict]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import socket
+import sys
+import traceback
+from dataclasses import fields
+from typing import Any
+
+# Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
+# and a bound on what it can write to disk (its log, build caches).
+_MAX_FILE_BYTES = 8 << 30
+
+
+def _limit_resources() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = _MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, _MAX_FILE_BYTES)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+
+class Worker:
+    def __init__(self, timing: Any, guards: Any):
+        self.timing = timing
+        self.guards = guards
+        self.run: Any = None
+        self.device = "cpu"
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _to_device(self, values: list[Any]) -> list[Any]:
+        import torch
+
+        # A fresh copy (own, aligned allocation) for every call: inputs never share memory with
+        # the message buffers or with each other.
+        return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+
+    @staticmethod
+    def _after(values: list[Any], shapes: list[Any]) -> list[Any]:
+        """The inputs after the call, on the CPU; a resized input is described, not sent."""
+        import torch
+
+        out = []
+        for v, shape in zip(values, shapes, strict=True):
+            if not isinstance(v, torch.Tensor):
+                out.append(v)
+            elif list(v.shape) != shape:
+                out.append({"kind": "resized", "shape": list(v.shape)})
+            else:
+                out.append(v.detach().to("cpu"))
+        return out
+
+    @staticmethod
+    def _shapes(values: list[Any]) -> list[Any]:
+        return [list(v.shape) if hasattr(v, "shape") else None for v in values]
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _describe(self, result: Any, expect: list[dict], inputs: list[Any]) -> list[dict]:
+        import torch
+
+        if isinstance(result, (tuple, list)):
+            items = list(result)
+        else:
+            items = [result]
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, torch.Tensor):
+                out.append({"kind": "other", "type": type(item).__qualname__})
+                continue
+            desc: dict[str, Any] = {"kind": "tensor", "type": f"{type(item).__module__}.{type(item).__qualname__}",
+                                    "exact": type(item) is torch.Tensor}
+            if not desc["exact"]:  # never touch a subclass's methods: they may be the candidate's
+                out.append(desc)
+                continue
+            dtype = str(item.dtype).removeprefix("torch.")
+            shape = [int(s) for s in item.shape]
+            desc.update(shape=shape, dtype=dtype, device=item.device.type, contiguous=item.is_contiguous())
+            ptr = item.untyped_storage().data_ptr() if item.numel() else None
+            desc["aliases"] = [j for j, v in enumerate(inputs)
+                               if ptr and isinstance(v, torch.Tensor) and v.numel()
+                               and v.untyped_storage().data_ptr() == ptr]
+            want = expect[i] if i < len(expect) else None
+            if want is not None and want["shape"] == shape and want["dtype"] == dtype:
+                desc["data"] = item.detach().to("cpu")  # copied here, so a device error is this call's
+            out.append(desc)
+        return out
+
+    def _findings(self, phase: str, context: dict[str, Any]) -> list[dict]:
+        hook = getattr(self.guards, "worker_findings", None)
+        return list(hook(phase, context)) if hook else []
+
+    # --- requests ------------------------------------------------------------------------------
+    def load(self, msg: dict) -> dict:
+        from .candidate import CandidateLoadError, load_candidate
+
+        self.device = msg.get("device", "cpu")
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.init()
+        try:
+            self.run = load_candidate(msg["path"])
+        except CandidateLoadError as err:
+            if err.details:
+                print(err.details, file=sys.stderr, flush=True)
+            return {"ok": False, "kind": "compile", "message": err.message}
+        return {"ok": True}
+
+    def call(self, msg: dict) -> dict:
+        args = self._to_device(msg["inputs"])
+        shapes = self._shapes(args)
+        self._sync()
+        result = self.run(*args)
+        self._sync()
+        outputs = self._describe(result, msg["expect"], args)
+        return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes),
+                "findings": self._findings("call", {"args": args, "result": result})}
+
+    def time(self, msg: dict) -> dict:
+        known = {f.name for f in fields(self.timing.TimingConfig)}
+        config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
+        sets = [self._to_device(s) for s in msg["sets"]]
+        shapes = [self._shapes(s) for s in sets]
+        self._sync()
+        run = self.run
+
+        def fn(i: int) -> Any:
+            return run(*sets[i])
+
+        result, last = self.timing.time_calls(fn, len(sets), config)
+        self._sync()
+        last_outputs = []
+        for i, args in enumerate(sets):
+            if i in last:
+                last_outputs.append(self._describe(last[i], msg["expect"], args))
+            else:
+                last_outputs.append(None)
+        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": [self._after(s, sh) for s, sh in zip(sets, shapes, strict=True)],
+                "findings": self._findings("time", {"sets": sets, "timing": result})}
+
+
+def _failure(err: BaseException) -> dict:
+    tb = traceback.format_exc()
+    print(tb, file=sys.stderr, flush=True)
+    if isinstance(err, SystemExit):
+        message = f"run() called sys.exit({err.code!r})"
+    else:
+        text = str(err).strip().splitlines()
+        message = f"{type(err).__name__}: {text[-1].strip()}" if text else type(err).__name__
+    return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
+
+
+def serve(sock: socket.socket, worker: Worker) -> int:
+    from .wire import encode_header, recv_message, send_message
+
+    send_message(sock, {"op": "hello", "pid": os.getpid()})
+    handlers = {"load": worker.load, "call": worker.call, "time": worker.time}
+    while True:
+        msg = recv_message(sock)
+        op = msg.get("op")
+        if op == "exit":
+            return 0
+        handler = handlers.get(op)
+        if handler is None:
+            reply = {"ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
+        else:
+            try:
+                reply = handler(msg)
+                # Encode before sending: a reply that cannot be encoded becomes a failure reply
+                # instead of a half-sent message.
+                encode_header(reply)
+            except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
+                reply = _failure(err)
+        send_message(sock, reply)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m solbench.worker")
+    parser.add_argument("--fd", type=int, required=True, help="connected socket to the parent")
+    args = parser.parse_args(argv)
+    _limit_resources()
+    # Trusted modules first: timing binds its timer functions at import.
+    timing = importlib.import_module("solbench.timing")
+    try:
+        guards = importlib.import_module("solbench.guards")
+    except ModuleNotFoundError as err:
+        if err.name != "solbench.guards":
+            raise
+        guards = None
+    sock = socket.socket(fileno=args.fd)
+    sock.set_inheritable(False)  # processes the candidate starts do not get the channel
+    code = serve(sock, Worker(timing, guards))
+    sock.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown (seconds with torch loaded, and candidate atexit hooks): the
+    # parent kills the process group after this anyway.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Raises inside run()."""
+
+
+def run(x, y):
+    raise ValueError("candidate exploded on purpose")

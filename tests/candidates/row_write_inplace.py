@@ -1,0 +1,6 @@
+"""Honest in-place row write."""
+
+
+def run(cache, x):
+    cache[0].copy_(x)
+    return cache

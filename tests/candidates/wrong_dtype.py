@@ -1,0 +1,5 @@
+"""Wrong dtype: returns float64."""
+
+
+def run(x, y):
+    return (x * 2 + y).double()

@@ -1,0 +1,5 @@
+"""Wrong: subtracts y instead of adding it."""
+
+
+def run(x, y):
+    return x * 2 - y
