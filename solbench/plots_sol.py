@@ -1,0 +1,104 @@
+"""SOL bars: one bar per (candidate, workload), grouped by workload, one panel per problem.
+
+A bar is the candidate's best PASSED SOL; hatching marks memory-bound workloads; a failed
+workload shows the status instead of a bar; the dashed line at 1.0 is the speed of light.
+"""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from .errors import SolbenchError
+from .leaderboard import best_results
+from .plots_roofline import _one_gpu
+from .plots_style import RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label
+
+MEMORY_HATCH = "////"
+MAX_VALUE_LABELS = 48  # bars per panel above which the SOL values are not written on the bars
+
+
+def _latest_failure(records: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(problem, workload, candidate) -> status of its latest failure, for cells with no PASSED run."""
+    failed = records[records["status"] != "PASSED"].sort_values("timestamp", na_position="first")
+    return {(p, w, c): s for p, w, c, s in zip(failed["problem"], failed["workload"], failed["solution"],
+                                               failed["status"], strict=True)}
+
+
+def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """The SOL bar chart of already-selected records (one GPU, one roof)."""
+    gpu = _one_gpu(records)
+    roof = str(records["roof"].iloc[0])
+    best = best_results(records)
+    failures = _latest_failure(records)
+    order = candidate_order(records)
+    styles = candidate_styles(order)
+    hacked = set(records.loc[records["status"] == "REWARD_HACK", "solution"])
+    problems = sorted(records["problem"].unique())
+    if not problems:
+        raise SolbenchError("no records to plot")
+    per_problem = []
+    for prob in problems:
+        r = records[records["problem"] == prob]
+        wl = r.groupby("workload").agg(ai=("arithmetic_intensity", "median"), bound=("bound", "first"))
+        wl = wl.sort_values(["ai"], na_position="last")  # decode (memory) to prefill (compute)
+        cands = [c for c in order if c in set(r["solution"])]
+        per_problem.append((prob, wl, cands))
+    widest = max(len(wl) * (len(c) + 1) for _, wl, c in per_problem)
+    ymax = max(1.2, float(best["sol"].max()) * 1.2) if not best.empty else 1.2
+    with mpl.rc_context(RC):
+        fig = Figure(figsize=(min(26.0, max(9.0, 0.16 * widest + 4.5)), 1.2 + 2.9 * len(problems)))
+        axes = fig.subplots(len(problems), 1, squeeze=False)[:, 0]
+        for ax, (prob, wl, cands) in zip(axes, per_problem, strict=True):
+            _panel(ax, prob, wl, cands, best, failures, styles, hacked, ymax)
+        gpu_name = label(records["device"].dropna().iloc[0], 50) if records["device"].notna().any() else gpu
+        fig.suptitle(title or f"SOL per workload on {gpu_name} ({gpu}, {roof} roof)", x=0.01, ha="left",
+                     fontsize=13, fontweight="bold")
+        handles = [Patch(facecolor=styles[c].color, label=label(c) + (" (REWARD_HACK)" if c in hacked else ""))
+                   for c in order]
+        handles += [Patch(facecolor="#ddd", edgecolor="#555", hatch=MEMORY_HATCH, label="memory-bound workload"),
+                    Patch(facecolor="#ddd", edgecolor="#555", label="compute-bound workload"),
+                    Line2D([], [], color="#c0392b", ls="--", label="SOL = 1 (speed of light)"),
+                    Line2D([], [], color="#555", marker="x", ls="none", label="failed (status shown)")]
+        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.97), frameon=False, title="candidate",
+                   alignment="left")
+        fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+        fig.text(0.01, 0.01, footnote(records, roof), fontsize=7.5, color="#555", ha="left")
+    return fig
+
+
+def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame,
+           failures: dict[tuple[str, str, str], str], styles: dict, hacked: set[str], ymax: float) -> None:
+    n = max(1, len(cands))
+    width = 0.84 / n
+    sol_of = {(w, c): s for w, c, s in zip(best.loc[best["problem"] == prob, "workload"],
+                                           best.loc[best["problem"] == prob, "solution"],
+                                           best.loc[best["problem"] == prob, "sol"], strict=True)}
+    show_values = len(wl) * n <= MAX_VALUE_LABELS
+    for j, cand in enumerate(cands):
+        xs = np.arange(len(wl)) - 0.42 + width * (j + 0.5)
+        for x, (w, row) in zip(xs, wl.iterrows(), strict=True):
+            hatch = MEMORY_HATCH if row["bound"] == "memory" else None
+            sol = sol_of.get((w, cand))
+            if sol is not None:
+                ax.bar(x, sol, width * 0.92, color=styles[cand].color, hatch=hatch, edgecolor="white", linewidth=0.4,
+                       alpha=0.45 if cand in hacked else 1.0)
+                if show_values:
+                    ax.text(x, sol + ymax * 0.015, f"{sol:.2f}", ha="center", va="bottom", fontsize=6.5,
+                            rotation=90 if n > 3 else 0, color="#333")
+            elif (status := failures.get((prob, w, cand))) is not None:
+                ax.plot([x], [ymax * 0.03], marker="x", color=styles[cand].color, ms=6, mew=1.6)
+                ax.text(x, ymax * 0.07, STATUS_SHORT.get(status, status[:4]), ha="center", va="bottom",
+                        fontsize=6.5, rotation=90, color="#555")
+    ax.axhline(1.0, color="#c0392b", ls="--", lw=1.1, zorder=0)
+    ax.set_xticks(np.arange(len(wl)), [f"{label(w, 22)}\n{row['bound'] or '?'}" for w, row in wl.iterrows()],
+                  fontsize=8)
+    ax.set_xlim(-0.6, len(wl) - 0.4)
+    ax.set_ylim(0, ymax)
+    ax.set_ylabel("SOL")
+    ax.set_title(label(prob, 80), loc="left", fontsize=10.5)
+    ax.grid(axis="x", visible=False)

@@ -1,0 +1,125 @@
+"""The HTML report: one self-contained file with the leaderboard, a section per problem (charts and
+a workloads x candidates table), the environment, the timing method and every failure.
+
+Charts are inline images (``data:`` URIs; SVG by default, PNG on request): the file needs nothing
+else, fetches nothing, and runs no script (see :mod:`solbench.html` for the escaping rules).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from rich.console import Console
+
+from ._version import __version__
+from .analysis import load_results
+from .errors import SolbenchError
+from .html import one_line, render
+from .leaderboard import Leaderboard, leaderboard
+from .leaderboard_render import display_tables, print_leaderboard
+from .plots_roofline import roofline_figure
+from .plots_sol import sol_figure
+from .plots_style import save, to_bytes
+from .report_data import environment_rows, failures, problem_sections, timing_rows
+
+ChartFormat = Literal["svg", "png", "none"]
+MIME = {"svg": "image/svg+xml", "png": "image/png"}
+
+
+def _data_uri(fig: object, fmt: str) -> str:
+    return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
+
+
+def _charts_for(records: pd.DataFrame, fmt: ChartFormat) -> list[tuple[str, str, str]]:
+    if fmt == "none":
+        return []
+    out = []
+    passed = records[records["status"] == "PASSED"]
+    if not passed.empty:
+        out.append((_data_uri(roofline_figure(records), fmt), "roofline chart",
+                    "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each candidate's "
+                    "workloads from low to high intensity."))
+    out.append((_data_uri(sol_figure(records), fmt), "SOL bar chart",
+                "SOL per workload (best PASSED result); hatched bars are memory-bound workloads."))
+    return out
+
+
+def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
+                 problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
+                 tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
+                 roof: str | None = None, title: str | None = None, charts: ChartFormat = "svg",
+                 sources: Sequence[str] = ()) -> str:
+    """The report's HTML text (see :func:`write_report`)."""
+    if charts not in ("svg", "png", "none"):
+        raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
+    df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
+    if not sources and not isinstance(results, pd.DataFrame):
+        sources = [str(results)] if isinstance(results, (str, Path)) else [str(p) for p in results]
+    lb = leaderboard(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
+    sections = problem_sections(lb)
+    for s in sections:
+        recs = lb.records[(lb.records["problem"] == s.problem) & (lb.records["gpu"] == s.gpu)]
+        s.charts = _charts_for(recs, charts)
+    overview = []
+    if charts != "none" and lb.records["problem"].nunique() > 1:
+        for gpu_id, recs in lb.records.groupby("gpu", sort=True):
+            if (recs["status"] == "PASSED").any():
+                overview.append((_data_uri(roofline_figure(recs), charts), f"roofline of all problems on {gpu_id}",
+                                 f"All problems on {gpu_id}: each numbered trajectory is one problem."))
+    failed, n_failed = failures(lb.records)
+    counts = lb.records["status"].value_counts()
+    return render(
+        "report.html.j2",
+        title=title or "solbench report",
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        version=__version__,
+        roof=lb.roof,
+        sources=[one_line(s, 200) for s in sources],
+        n_records=len(lb.records),
+        status_counts=[(s, int(n)) for s, n in counts.items()],
+        overall=[t for t in display_tables(lb) if t.kind == "overall"],
+        overview=overview,
+        sections=sections,
+        environment=environment_rows(lb.records),
+        timing=timing_rows(lb.records),
+        failures=failed,
+        n_failures=n_failed,
+        warnings=[one_line(w, 300) for w in lb.warnings],
+    )
+
+
+def write_report(results: pd.DataFrame | str | Path | Iterable[str | Path], output: str | Path, **options: object) -> Path:
+    """Write the self-contained HTML report to ``output``. Options as :func:`build_report`."""
+    output = Path(output)
+    html = build_report(results, **options)  # type: ignore[arg-type]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(html, encoding="utf-8")
+    return output
+
+
+def present_demo(records_path: str | Path, out_dir: str | Path, console: Console | None = None) -> dict[str, Path]:
+    """The end of ``solbench demo``: the leaderboard on the terminal, a roofline PNG and the report.
+
+    Returns the paths written: ``{"roofline": ..., "report": ...}`` (the roofline is of the GPU with
+    the most records when the results span several).
+    """
+    console = console or Console()
+    out_dir = Path(out_dir)
+    df = load_results([records_path], warn=False)
+    lb: Leaderboard = leaderboard(df)
+    print_leaderboard(lb, console)
+    paths: dict[str, Path] = {}
+    records = lb.records
+    gpu = records["gpu"].value_counts().idxmax()
+    one_gpu = records[records["gpu"] == gpu]
+    if (one_gpu["status"] == "PASSED").any():
+        paths["roofline"] = save(roofline_figure(one_gpu), out_dir / "roofline.png")
+    paths["report"] = write_report(df, out_dir / "report.html", sources=[str(records_path)])
+    for name, p in paths.items():
+        console.print(f"{name}: {p}", markup=False, highlight=False)
+    return paths
