@@ -182,7 +182,7 @@ def _warmup(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[int, flo
         st.fit_spin(hosts[-20:])
         n += 1
     st.spin_hz = st._measure_spin_hz()  # clocks are up now
-    recent = sorted(times[-5:])
+    recent = sorted(times[-9:])  # the median of the latest calls: warm, and robust to a stray one
     return n, recent[len(recent) // 2]
 
 

@@ -1,0 +1,276 @@
+"""A fast (< 60 s) self-check of every CUDA timing path: events, graph, flush, CUPTI, clock probe,
+persisting-L2 reset, cool-down, calibrate --quick. Each step is independent and prints PASS or
+FAIL with the reason (and the traceback of a failure), so one run on the GPU tells everything.
+
+    python benchmarks/gpu_timing_smoke.py [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import torch  # noqa: E402
+from timing_fidelity import _add_case, _gemm_case, _side_stream_case  # noqa: E402
+
+from solbench.timing import TimingConfig, time_calls  # noqa: E402
+
+RESULTS: list[dict] = []
+BUDGET = 0.2
+
+
+def step(name: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
+    def wrap(fn: Callable[[], str]) -> Callable[[], str]:
+        def run() -> str:
+            t0 = time.monotonic()
+            try:
+                info = fn()
+                RESULTS.append({"step": name, "ok": True, "info": info, "s": time.monotonic() - t0})
+                print(f"PASS {name}: {info}  ({time.monotonic() - t0:.1f}s)", flush=True)
+            except Exception as err:  # noqa: BLE001 - every step is independent by design
+                RESULTS.append({"step": name, "ok": False, "info": f"{type(err).__name__}: {err}",
+                                "traceback": traceback.format_exc(), "s": time.monotonic() - t0})
+                print(f"FAIL {name}: {type(err).__name__}: {err}", flush=True)
+                traceback.print_exc()
+            return name
+        STEPS.append(run)
+        return run
+    return wrap
+
+
+STEPS: list[Callable[[], str]] = []
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise AssertionError(msg)
+
+
+def _outputs_ok(last: dict, meta: dict, n_sets: int) -> bool:
+    return all(torch.allclose(last[i], meta["expect"](i)) for i in range(n_sets))
+
+
+def _time(case: tuple, **cfg: Any) -> tuple[Any, dict]:
+    fn, n_sets, _ = case
+    return time_calls(fn, n_sets, TimingConfig(device="cuda", budget_s=BUDGET, **cfg))
+
+
+@step("environment")
+def s_env() -> str:
+    check(torch.cuda.is_available(), "no CUDA device")
+    mods = {}
+    for m in ("cupy", "pynvml", "triton"):
+        try:
+            mods[m] = getattr(__import__(m), "__version__", "ok")
+        except Exception as err:  # noqa: BLE001
+            mods[m] = f"missing ({err})"
+    return f"{torch.cuda.get_device_name()} torch {torch.__version__} cuda {torch.version.cuda} {mods}"
+
+
+@step("events loop (add 1 MiB): flush, spin, outputs, stats")
+def s_events() -> str:
+    case = _add_case(1 << 20, "cuda")
+    res, last = _time(case, method="events")
+    check(res.method == "events", f"method {res.method}")
+    check(res.n >= 10 and 0 < res.median_s < 1e-3, f"n={res.n} median={res.median_s}")
+    check(res.flush_bytes >= 256 * 2**20, f"flush_bytes {res.flush_bytes}")
+    check(_outputs_ok(last, case[2], case[1]), "last outputs differ from a+b")
+    d = res.details
+    return (f"median {res.median_s * 1e6:.2f} us, n {res.n}, stop {res.stop_reason}, spin {d.get('spin_s', 0) * 1e6:.1f} us,"
+            f" host enqueue {d.get('host_enqueue_median_s', 0) * 1e6:.1f} us, gap exposed {d.get('launch_gap_exposed')}, "
+            f"l2 reset {d.get('persisting_l2_reset')}, flags {res.flags}")
+
+
+@step("graph loop (add 4 KiB): per-call in-graph events, outputs")
+def s_graph() -> str:
+    case = _add_case(4 << 10, "cuda")
+    res, last = _time(case, method="graph")
+    ev, _ = _time(case, method="events")
+    check(res.method == "graph", f"method {res.method} ({res.method_reason})")
+    check(_outputs_ok(last, case[2], case[1]), "last outputs differ from a+b")
+    check(0 < res.median_s < ev.median_s, f"graph {res.median_s} not below events {ev.median_s}")
+    return (f"graph {res.median_s * 1e6:.2f} us (batch {res.details.get('graph_batch')}, n {res.n}) vs events "
+            f"{ev.median_s * 1e6:.2f} us; flags {res.flags}")
+
+
+@step("auto picks graph for 4 KiB, events for 64 MiB")
+def s_auto() -> str:
+    small, _ = _time(_add_case(4 << 10, "cuda"))
+    big, _ = _time(_add_case(64 << 20, "cuda"))
+    check(small.method == "graph", f"4 KiB: {small.method} ({small.method_reason})")
+    check(big.method == "events", f"64 MiB: {big.method} ({big.method_reason})")
+    return f"4 KiB: {small.method_reason}; 64 MiB: {big.method_reason}"
+
+
+@step("graph capture failure falls back to events")
+def s_fallback() -> str:
+    fn0, n_sets, meta = _add_case(1 << 20, "cuda")
+
+    def fn(i: int) -> Any:
+        out = fn0(i)
+        torch.cuda.synchronize()  # illegal while capturing
+        return out
+
+    res, _ = time_calls(fn, n_sets, TimingConfig(device="cuda", budget_s=BUDGET, method="graph"))
+    check(res.method == "events" and "graph_fallback" in res.flags, f"{res.method} {res.flags}")
+    return res.method_reason
+
+
+@step("graph that skips work while capturing is flagged")
+def s_graph_hack() -> str:
+    fn0, n_sets, _ = _add_case(64 << 20, "cuda")
+    cache: dict[int, Any] = {}
+
+    def fn(i: int) -> Any:
+        if torch.cuda.is_current_stream_capturing() and i in cache:
+            return cache[i]
+        cache[i] = fn0(i)
+        return cache[i]
+
+    res, _ = time_calls(fn, n_sets, TimingConfig(device="cuda", budget_s=BUDGET, method="graph"))
+    check("graph_much_faster_than_eager" in res.flags, f"flags {res.flags}, median {res.median_s}")
+    return f"median {res.median_s * 1e6:.2f} us vs eager {res.details['events_estimate_s'] * 1e6:.2f} us: flagged"
+
+
+@step("CUPTI: one kernel per add, agrees with events (64 MiB)")
+def s_cupti() -> str:
+    case = _add_case(64 << 20, "cuda")
+    res, _ = _time(case, cupti=True)
+    c = res.cupti or {}
+    check(c.get("available"), f"cupti unavailable: {c.get('reason')}")
+    check(set(c["kernels_per_call"]) == {1}, f"kernels per call {c['kernels_per_call']}")
+    check(not {"side_stream_work", "cupti_mismatch"} & set(res.flags), f"flags {res.flags}")
+    return f"events {res.median_s * 1e6:.2f} us, CUPTI span {c['span_s'] * 1e6:.2f} us, rel err {c['rel_err']:+.2%}"
+
+
+@step("CUPTI flags unjoined side-stream work")
+def s_cupti_side() -> str:
+    res, _ = _time(_side_stream_case(False, "cuda"), cupti=True)
+    check("side_stream_work" in res.flags, f"flags {res.flags}")
+    c = res.cupti
+    return f"flags {res.flags}; streams {c.get('streams')}; events {res.median_s * 1e6:.1f} us vs span {c['span_s'] * 1e6:.1f} us"
+
+
+@step("CUPTI: joined side stream is measured whole")
+def s_cupti_joined() -> str:
+    res, _ = _time(_side_stream_case(True, "cuda"), cupti=True)
+    c = res.cupti
+    check("cupti_mismatch" not in res.flags, f"events {res.median_s} vs span {c.get('span_s')}")
+    return f"flags {res.flags}; events {res.median_s * 1e6:.1f} us vs span {c['span_s'] * 1e6:.1f} us"
+
+
+def _probe_step(backend: str) -> str:
+    from solbench.clockprobe import ClockProbe, nvml_max_sm_mhz
+
+    probe = ClockProbe(backend=backend)
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for _ in range(20):
+        x @ x  # bring the clock up
+    spin = probe.spin_mhz(200)
+    a = probe.snapshot()
+    for _ in range(20):
+        x @ x
+    b = probe.snapshot()
+    torch.cuda.synchronize()
+    rate = probe.rate_mhz(a, b)
+    mx = nvml_max_sm_mhz(0)
+    check(100 < spin < 3000 and rate is not None and 100 < rate < 3000, f"spin {spin} rate {rate}")
+    return f"spin {spin:.0f} MHz, snapshots over 20 GEMMs {rate:.0f} MHz, NVML max {mx}"
+
+
+@step("clock probe (cupy)")
+def s_probe_cupy() -> str:
+    return _probe_step("cupy")
+
+
+@step("clock probe (triton)")
+def s_probe_triton() -> str:
+    return _probe_step("triton")
+
+
+@step("clock summary in a timing result (bf16 GEMM 4096)")
+def s_clock_result() -> str:
+    res, _ = _time(_gemm_case(4096, 4096, 4096, "cuda"))
+    c = res.clock or {}
+    check(c.get("available"), f"clock {c}")
+    return (f"{c['sm_mhz_effective']:.0f} MHz effective (chunks {c['chunks_mhz'][:6]}), ratio {c.get('clock_ratio')}, "
+            f"backend {c.get('backend')}, flags {res.flags}")
+
+
+@step("persisting-L2 reset")
+def s_l2() -> str:
+    from solbench._timing_cuda import _PersistingL2Reset
+
+    r = _PersistingL2Reset()
+    check(r.status == "ok", r.status)
+    return r.status
+
+
+@step("cooldown")
+def s_cooldown() -> str:
+    from solbench.clockprobe import cooldown
+
+    out = cooldown(2.0)
+    check(out["available"], f"NVML unavailable: {out}")
+    return f"waited {out['waited_s']:.2f}s recovered {out['recovered']} after {out['after']}"
+
+
+@step("calibrate --quick (cuda)")
+def s_calibrate() -> str:
+    from solbench.calibrate import calibrate
+
+    with tempfile.TemporaryDirectory() as d:
+        spec, path = calibrate("cuda", Path(d) / "smoke_measured.yaml", quick=True, sustained_s=0.2, log=lambda s: None)
+        text = path.read_text()
+    bf16 = spec.peak_flops.get("bfloat16", 0)
+    check(100e12 < bf16 < 1.2 * 989.4e12, f"bf16 {bf16}")
+    check(1e12 < spec.memory_bandwidth < 5e12, f"bw {spec.memory_bandwidth}")
+    peaks = {k: f"{v / 1e12:.0f}T" for k, v in spec.peak_flops.items()}
+    return f"based_on {spec.based_on}; peaks {peaks}; bw {spec.memory_bandwidth / 1e12:.2f} TB/s; {len(text)} chars"
+
+
+@step("fidelity mini: solbench vs CUPTI (64 MiB add, bf16 4096 GEMM)")
+def s_fidelity() -> str:
+    from timing_fidelity import run_case
+
+    out = []
+    for name, build in (("add_64MiB", lambda: _add_case(64 << 20, "cuda")),
+                        ("gemm_bf16_4096", lambda: _gemm_case(4096, 4096, 4096, "cuda"))):
+        row = run_case(name, build, "cuda", BUDGET)
+        out.append(f"{name}: {row['method']} {row['median_s'] * 1e6:.2f} us vs CUPTI {row['truth_s'] * 1e6:.2f} us "
+                   f"({row['error']:+.2%}, goal {row['goal']:.0%})")
+        check(abs(row["error"]) < 0.05, out[-1])
+    return "; ".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    for run in STEPS:
+        run()
+        if not torch.cuda.is_available():
+            break
+    n_ok = sum(r["ok"] for r in RESULTS)
+    print(f"\n{n_ok}/{len(RESULTS)} passed in {time.monotonic() - t0:.1f}s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
+    return 0 if n_ok == len(RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
