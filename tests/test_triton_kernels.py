@@ -138,14 +138,6 @@ def test_gemm_residual_configs_cover_every_m() -> None:
             assert all(4096 // c.kwargs["BLOCK_N"] >= 64 for c in configs)
 
 
-def test_gemm_residual_run_matches_reference_signature() -> None:
-    mod = candidate("attn_o_proj_residual", "triton_gemm_residual.py")
-    if not ON_GPU:
-        pytest.skip("run() autotunes, which needs a GPU; the kernel itself is tested above")
-    a, w, r = randn(5, 4096, seed=1), randn(4096, 4096, seed=2), randn(5, 4096, seed=3)
-    assert_close(mod.run(a, w, r), a.float() @ w.float().t() + r.float(), atol=1e-2, rtol=2e-2)
-
-
 # --- row-wise norms -------------------------------------------------------------------------
 
 def rmsnorm_f32(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -283,3 +275,28 @@ def test_gate_up_swiglu(t: int, k: int) -> None:
     proj = x.double() @ w.double().t()
     assert out.shape == (t, f)
     assert_close(out, swiglu_f32(proj[:, :f], proj[:, f:]), atol=1e-2, rtol=2e-2)
+
+
+# --- run() against the problem's own reference (GPU: run() autotunes) -------------------------
+
+SHIPPED = sorted(p.relative_to(PROBLEMS).as_posix() for p in PROBLEMS.glob("*/solutions/triton_*.py"))
+
+
+@pytest.mark.parametrize("rel", SHIPPED)
+def test_run_matches_problem_reference(rel: str) -> None:
+    """Each shipped candidate's run(), at the problem's smallest test size, within its tolerance."""
+    if not ON_GPU:
+        pytest.skip("run() autotunes, which needs a GPU; the kernels are tested above in the interpreter")
+    from solbench.inputs import load_reference, make_inputs
+    from solbench.problem import load_problem
+
+    problem = load_problem(PROBLEMS / rel.split("/")[0])
+    axes = problem.test_axes_resolved()
+    inputs = tuple(make_inputs(problem, axes, seed=7, device=DEVICE).values())
+    got, want = load_module(PROBLEMS / rel, "triton_test").run(*inputs), load_reference(problem)(*inputs)
+    got = (got,) if isinstance(got, torch.Tensor) else tuple(got)
+    want = (want,) if isinstance(want, torch.Tensor) else tuple(want)
+    tol = problem.tolerance_for(problem.workloads[0])
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        assert_close(g, w.float() if w.dtype.is_floating_point else w, atol=tol.atol, rtol=tol.rtol)
