@@ -27,8 +27,21 @@ from .roofline import (
 )
 from .validate import validate_paths
 
+# The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
+_ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
+
+
+def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
+    if name in _ENGINE_NAMES:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'solbench' has no attribute {name!r}")
+
+
 __all__ = [
     "__version__",
+    *_ENGINE_NAMES,
     "AnchoredScore",
     "ExpressionError",
     "HardwareSpec",

@@ -17,21 +17,24 @@ from pathlib import Path
 
 from .candidate import describe_candidates, shipped_candidates
 from .errors import ProblemError, SolbenchError
-from .hardware import load_spec
-from .problem import Problem, Workload, find_problems, load_problem
+from .problem import Problem, Workload
 from .record import ResultRecord, Status
 from .runner import NullProgress, PlanItem, Progress, Runner, RunOptions
+
+__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems"]
 
 # The demo's problems, by name: the seed GEMM plus memory-bound ones, each skipped when absent.
 DEMO_PROBLEMS = (
     "llama3_1_8b.attn_o_proj_residual",
     "llama3_1_8b.rmsnorm",
-    "llama3_1_8b.residual_rmsnorm",
-    "llama3_1_8b.silu_mul",
     "llama3_1_8b.swiglu",
     "llama3_1_8b.rope",
+    "llama3_1_8b.fused_add_rmsnorm",
     "llama3_1_8b.embedding",
 )
+# On the CPU the demo runs this shipped candidate only: Triton and CuPy ones need a GPU, and
+# torch.compile spends tens of seconds compiling per problem there.
+CPU_DEMO_CANDIDATE = "torch_eager.py"
 DEMO_MAX_PROBLEMS = 4
 DEMO_CPU_BUDGET_S = 0.1
 
@@ -133,10 +136,14 @@ def run_problems(
     if workers_ahead is not None:
         options.workers_ahead = workers_ahead
     plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload)
-    out = Path(output) if output else default_output()
-    runner = Runner(options, out, progress or NullProgress())
+    return run_plan(plan, options, Path(output) if output else default_output(), progress)
+
+
+def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: Progress | None = None) -> RunResult:
+    """Run a resolved plan (see :func:`plan_run`) with explicit options."""
+    runner = Runner(options, output, progress or NullProgress())
     records = runner.run(plan)
-    return RunResult(records, out, runner.run_id, runner.spec.id, options.device)
+    return RunResult(records, output, runner.run_id, runner.spec.id, options.device)
 
 
 @dataclass
@@ -146,27 +153,26 @@ class DemoResult:
     records_path: Path
     run: RunResult
     problems: list[str]
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # demo problems not found
+    notes: list[str] = field(default_factory=list)  # what was left out and why, for the user
 
     @property
     def records(self) -> list[ResultRecord]:
         return self.run.records
 
 
-def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLEMS) -> tuple[list[Path], list[str]]:
-    """The demo's problem files found under the problems folder, and the names not found."""
-    from .cli._common import default_problems_dir
+def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLEMS) -> tuple[list[Problem], list[str]]:
+    """The demo's problems found under the problems folder, and the names not found."""
+    from .cli._common import default_problems_dir, resolve_problem
 
     root = problems_dir or default_problems_dir()
-    by_name: dict[str, Path] = {}
-    for f in find_problems(root) if root.is_dir() else []:
+    found, missing = [], []
+    for name in DEMO_PROBLEMS:
         try:
-            by_name[load_problem(f).name] = f
+            found.append(resolve_problem(name, root))
         except ProblemError:
-            continue
-    found = [by_name[n] for n in DEMO_PROBLEMS if n in by_name][:limit]
-    missing = [n for n in DEMO_PROBLEMS if n not in by_name]
-    return found, missing
+            missing.append(name)
+    return found[:limit], missing
 
 
 def demo(
@@ -185,11 +191,18 @@ def demo(
     if not files:
         raise SolbenchError(f"none of the demo problems ({', '.join(DEMO_PROBLEMS)}) were found: run from the "
                             "repository root or pass --problems DIR")
-    if gpu:
-        load_spec(gpu)  # a bad --gpu is reported before anything runs
     cpu = not device.startswith("cuda")
+    notes = [f"demo problem {n} not found, skipped" for n in missing]
+    plan = plan_run(files, smallest_workload=cpu)
+    if cpu:
+        notes.append(f"CPU demo: the smallest workload of each problem and its shipped {CPU_DEMO_CANDIDATE} only "
+                     "(run `solbench run PROBLEM --device cpu` for the others)")
+        for item in plan:
+            item.candidates = [c for c in item.candidates if c.path.name == CPU_DEMO_CANDIDATE]
+            if not item.candidates:
+                notes.append(f"{item.problem.name}: no {CPU_DEMO_CANDIDATE}, skipped on the CPU")
+        plan = [item for item in plan if item.candidates]
     out = Path(output) if output else default_output("demo")
-    run = run_problems(files, device=device, gpu=gpu, output=out,
-                       budget_s=budget_s or (DEMO_CPU_BUDGET_S if cpu else 1.0), smallest_workload=cpu,
-                       progress=progress)
-    return DemoResult(out, run, [str(f) for f in files], missing)
+    options = RunOptions(device=device, gpu=gpu, budget_s=budget_s or (DEMO_CPU_BUDGET_S if cpu else 1.0))
+    run = run_plan(plan, options, out, progress)
+    return DemoResult(out, run, [item.problem.name for item in plan], missing, notes)

@@ -1,0 +1,134 @@
+"""`solbench run` and `solbench demo`: check, time and score candidates (thin over solbench.api)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .. import api
+from ..record import ResultRecord, Status
+from . import app
+from ._common import console, err_console, fmt_time, si
+
+_STATUS_STYLE = {
+    Status.PASSED.value: "green",
+    Status.INCORRECT.value: "red",
+    Status.RUNTIME_ERROR.value: "red",
+    Status.COMPILE_ERROR.value: "red",
+    Status.TIMEOUT.value: "yellow",
+    Status.REWARD_HACK.value: "magenta",
+}
+
+
+class RichProgress:
+    """The engine's progress hooks drawn as a rich progress bar on stderr."""
+
+    def __init__(self, enabled: bool = True):
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=err_console, transient=True, disable=not enabled)
+        self.task_id = self.bar.add_task("starting", total=None)
+
+    def __enter__(self) -> RichProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def begin(self, total: int) -> None:
+        self.bar.update(self.task_id, total=total)
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        self.bar.update(self.task_id, description=f"{problem} [bold]{workload}[/] {candidate}")
+
+    def record(self, record: ResultRecord) -> None:
+        self.bar.advance(self.task_id)
+
+
+def results_tables(records: list[ResultRecord]) -> list[Table]:
+    """One table per problem: status, time, SOL, bound, achieved FLOP/s and B/s, reason."""
+    by_problem: dict[str, list[ResultRecord]] = {}
+    for r in records:
+        by_problem.setdefault(r.problem, []).append(r)
+    tables = []
+    for problem, rows in by_problem.items():
+        table = Table(title=f"{problem} (scored against {rows[0].gpu_spec})", title_justify="left")
+        for col in ("workload", "candidate", "status", "time", "SOL", "bound", "FLOP/s", "B/s"):
+            table.add_column(col, justify="right" if col in ("time", "SOL", "FLOP/s", "B/s") else "left", no_wrap=True)
+        reasons = any(r.reason for r in rows)
+        if reasons:
+            table.add_column("reason", overflow="fold", ratio=1, min_width=20)
+        for r in rows:
+            style = _STATUS_STYLE.get(r.status, "")
+            sol = f"{r.sol:.1%}" if r.sol is not None else "-"
+            cells = [r.workload, r.solution, f"[{style}]{r.status}[/]", fmt_time(r.time_s), sol, r.bound,
+                     si(r.achieved_flops_per_s), si(r.achieved_bytes_per_s)]
+            table.add_row(*cells, *([(r.reason or "")[:200]] if reasons else []))
+        tables.append(table)
+    return tables
+
+
+def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool) -> None:
+    passed = sum(r.status == Status.PASSED.value for r in records)
+    out = err_console if as_json else console
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+    for table in results_tables(records):
+        out.print(table)
+    out.print(f"{passed} of {len(records)} passed on {device} (spec {spec_id}); records appended to {output}",
+              highlight=False)
+    if not records or passed < len(records):
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
+    solution: list[Path] = typer.Option(None, "--solution", "-s",
+                                        help="candidate .py file (repeatable); default: the problem's solutions/*.py"),
+    device: str = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)"),
+    gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against (default: detected on CUDA, "
+                                                "a built-in upper-bound estimate on the CPU)"),
+    output: Path = typer.Option(None, "-o", "--output", help="JSONL file to append to (default results/runs/<date>.jsonl)"),
+    as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
+    timeout: float = typer.Option(120.0, "--timeout", help="seconds per workload and candidate before the worker is killed"),
+    compile_timeout: float = typer.Option(600.0, "--compile-timeout",
+                                          help="seconds for importing a candidate, and for its first call"),
+    workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
+    seed: int = typer.Option(None, "--seed", help="base seed of the inputs (default: random, kept secret)"),
+    budget: float = typer.Option(1.0, "--budget", help="timing budget per workload, seconds"),
+    rounds: int = typer.Option(3, "--rounds", help="correctness rounds per workload (>= 3), fresh inputs each"),
+    timing_method: str = typer.Option("auto", "--timing-method", help="auto, events, graph (CUDA) or cpu"),
+    workers_ahead: int = typer.Option(None, "--workers-ahead",
+                                      help="workers started in the background ahead of use (default: by core count)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+) -> None:
+    """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
+    with RichProgress(enabled=not quiet) as progress:
+        result = api.run_problems(
+            problems, solution or None, device=device, gpu=gpu, output=output, timeout_s=timeout,
+            compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds, seed=seed, workloads=workload or (),
+            timing_method=timing_method, workers_ahead=workers_ahead, progress=progress,
+        )
+    _finish(result.records, result.output, result.spec_id, result.device, as_json)
+
+
+@app.command()
+def demo(
+    device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda when available)"),
+    gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against"),
+    output: Path = typer.Option(None, "-o", "--output", help="JSONL file (default results/demo/<timestamp>.jsonl)"),
+    problems: Path = typer.Option(None, "--problems", help="folder of problems (default: ./problems)"),
+    as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+) -> None:
+    """The main job on whatever device is here: a few problems and their shipped candidates, end to end."""
+    with RichProgress(enabled=not quiet) as progress:
+        result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress)
+    for note in result.notes:
+        err_console.print(note, highlight=False)
+    _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
