@@ -241,17 +241,22 @@ def s_calibrate() -> str:
     return f"based_on {spec.based_on}; peaks {peaks}; bw {spec.memory_bandwidth / 1e12:.2f} TB/s; {len(text)} chars"
 
 
-@step("fidelity mini: solbench vs CUPTI (64 MiB add, bf16 4096 GEMM)")
+@step("fidelity mini: auto / events / graph vs CUPTI (4 KiB, 64 MiB add, bf16 4096 GEMM)")
 def s_fidelity() -> str:
+    """Fails only on gross errors (> 10%, or > 3 us): the goals are judged by timing_fidelity.py."""
     from timing_fidelity import run_case
 
-    out = []
-    for name, build in (("add_64MiB", lambda: _add_case(64 << 20, "cuda")),
+    out, bad = [], []
+    for name, build in (("add_4KiB", lambda: _add_case(4 << 10, "cuda")),
+                        ("add_64MiB", lambda: _add_case(64 << 20, "cuda")),
                         ("gemm_bf16_4096", lambda: _gemm_case(4096, 4096, 4096, "cuda"))):
-        row = run_case(name, build, "cuda", BUDGET)
-        out.append(f"{name}: {row['method']} {row['median_s'] * 1e6:.2f} us vs CUPTI {row['truth_s'] * 1e6:.2f} us "
-                   f"({row['error']:+.2%}, goal {row['goal']:.0%})")
-        check(abs(row["error"]) < 0.05, out[-1])
+        r = run_case(name, build, "cuda", BUDGET)
+        errs = {m: r.get(f"{m}_error") for m in ("events", "graph")}
+        out.append(f"{name}: CUPTI {r['truth_s'] * 1e6:.2f} us; auto={r['method']} {r['error']:+.2%}; "
+                   + ", ".join(f"{m} {e:+.2%}" if e is not None else f"{m} -" for m, e in errs.items()))
+        if abs(r["error"]) > 0.10 and abs(r["median_s"] - r["truth_s"]) > 3e-6:
+            bad.append(name)
+    check(not bad, f"gross error in {bad}: " + "; ".join(out))
     return "; ".join(out)
 
 

@@ -158,8 +158,17 @@ def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float)
     if device == "cuda":
         from solbench.cupti import measure
 
+        # Both CUDA methods on every case, whatever auto picked: the table then shows where each is
+        # accurate, which is the evidence for auto's threshold (graph_threshold_s).
         ev, _ = time_calls(fn, n_sets, TimingConfig(device=device, budget_s=budget_s, method="events"))
         row["events_median_s"] = ev.median_s
+        try:
+            gr, _ = time_calls(fn, n_sets, TimingConfig(device=device, budget_s=budget_s, method="graph"))
+            row["graph_median_s"] = gr.median_s if gr.method == "graph" else None
+            row["graph_note"] = gr.method_reason if gr.method != "graph" else ",".join(gr.flags)
+        except Exception as err:  # noqa: BLE001 - e.g. out of memory for a batch of big outputs
+            row["graph_median_s"], row["graph_note"] = None, f"{type(err).__name__}: {str(err)[:200]}"
+        torch.cuda.empty_cache()
         cup = measure(fn, n_sets, n_calls=20)
         row["cupti"] = cup
         truth = cup.get("span_s")
@@ -175,7 +184,9 @@ def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float)
     row["truth_s"] = truth
     if truth:
         row["error"] = (res.median_s - truth) / truth
-        row["events_error"] = (row["events_median_s"] - truth) / truth if "events_median_s" in row else None
+        for m in ("events", "graph"):
+            t = row.get(f"{m}_median_s")
+            row[f"{m}_error"] = (t - truth) / truth if t else None
         if device == "cuda":  # the goals are about GPU kernels; on the CPU the table is informational
             row["goal"] = goal_for(truth)
             row["pass"] = abs(row["error"]) <= row["goal"]
@@ -205,12 +216,13 @@ def _fmt(x: float | None, scale: float, unit: str, width: int) -> str:
 def print_table(rows: list[dict], device: str) -> None:
     ref = "CUPTI span" if device == "cuda" else "blocked ref"
     print(f"{'case':24s} {'method':7s} {ref:>12s} {'solbench':>12s} {'err':>8s} {'events':>12s} "
-          f"{'ev err':>8s} {'goal':>6s}  ok   flags")
+          f"{'ev err':>8s} {'graph':>12s} {'gr err':>8s} {'goal':>6s}  ok   flags")
     for r in rows:
         ok = "-" if "pass" not in r else "yes" if r["pass"] else "NO"
         print(f"{r['case']:24s} {r['method']:7s} {_fmt(r.get('truth_s'), 1e6, 'us', 12)} "
               f"{_fmt(r['median_s'], 1e6, 'us', 12)} {_fmt(r.get('error'), 100, '%', 8)} "
               f"{_fmt(r.get('events_median_s'), 1e6, 'us', 12)} {_fmt(r.get('events_error'), 100, '%', 8)} "
+              f"{_fmt(r.get('graph_median_s'), 1e6, 'us', 12)} {_fmt(r.get('graph_error'), 100, '%', 8)} "
               f"{_fmt(r.get('goal'), 100, '%', 6)}  {ok:4s} {','.join(r['flags'])}")
 
 

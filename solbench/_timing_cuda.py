@@ -51,6 +51,17 @@ CLOCK_CHUNK = 16  # events samples between clock snapshots
 GRAPH_EAGER_GAP_S = 5e-6
 
 
+_CACHE: dict[str, Any] = {}
+
+
+def _cached(key: str, make: Callable[[], Any]) -> Any:
+    """Per-process singletons (compiled probe kernels, the libcudart handle): made once, reused by
+    every timing of the worker. A failed make is not cached, so it is retried next time."""
+    if key not in _CACHE:
+        _CACHE[key] = make()
+    return _CACHE[key]
+
+
 def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
     l2 = config.l2_bytes or int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
     return max(2 * l2, MIN_FLUSH_BYTES)
@@ -105,7 +116,7 @@ class _Setup:
         self.stream = _current_stream(self.device)
         self.flush_bytes = flush_bytes_for(config, self.device)
         self._flush_buf = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=self.device)
-        self.l2_reset = _PersistingL2Reset() if config.reset_persisting_l2 else None
+        self.l2_reset = _cached("l2_reset", _PersistingL2Reset) if config.reset_persisting_l2 else None
         self.flags: list[str] = []
         self.details: dict[str, Any] = {
             "flush_bytes": self.flush_bytes,
@@ -118,8 +129,8 @@ class _Setup:
             try:
                 from .clockprobe import ClockProbe, nvml_max_sm_mhz
 
-                self.probe = ClockProbe(self.device)
-                self.max_sm_mhz = nvml_max_sm_mhz(self.device.index or 0)
+                self.probe = _cached(f"probe{self.device.index}", lambda: ClockProbe(self.device))
+                self.max_sm_mhz = _cached(f"max_mhz{self.device.index}", lambda: nvml_max_sm_mhz(self.device.index or 0))
                 self.details["clock_probe_backend"] = self.probe.backend
             except Exception as err:  # noqa: BLE001 - no probe: timing still valid, clocks unknown
                 self.details["clock_probe_error"] = f"{type(err).__name__}: {err}"
@@ -359,7 +370,7 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
     if config.cupti:
         from .cupti import cross_check
 
-        result.cupti = cross_check(fn, n_sets, result.median_s, flush=st.flush)
+        result.cupti = cross_check(fn, n_sets, result.median_s, flush=st.flush, method=method)
         result.flags.extend(f for f in result.cupti.get("flags", []) if f not in result.flags)
     return result, last
 
