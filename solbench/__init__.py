@@ -31,17 +31,27 @@ from .validate import validate_paths
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
 
 
+# Presentation (results -> leaderboard, charts, report), also lazy: it pulls in pandas and matplotlib.
+_PRESENT_NAMES = {"load_results": "analysis", "Leaderboard": "ranking", "leaderboard": "ranking",
+                  "plot_roofline": "plots", "plot_sol": "plots", "write_report": "report"}
+
+
 def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
     if name in _ENGINE_NAMES:
         from . import api
 
         return getattr(api, name)
+    if name in _PRESENT_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_PRESENT_NAMES[name]}", __name__), name)
     raise AttributeError(f"module 'solbench' has no attribute {name!r}")
 
 
 __all__ = [
     "__version__",
     *_ENGINE_NAMES,
+    *_PRESENT_NAMES,
     "AnchoredScore",
     "ExpressionError",
     "HardwareSpec",

@@ -12,8 +12,10 @@ import math
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -67,6 +69,8 @@ def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,  # every template is HTML; record text must never become markup

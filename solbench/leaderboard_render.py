@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from .analysis import FAILURE_STATUSES
 from .html import fmt_share, fmt_sol, markdown_cell, one_line, render, spreadsheet_safe
-from .leaderboard import Leaderboard
+from .ranking import Leaderboard
 
 Format = Literal["table", "markdown", "csv", "html", "json"]
 FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "html", "json")
@@ -27,6 +28,9 @@ PROBLEM_HEADERS = ("Rank", "Candidate", "Passed", "Geomean SOL", "Worst SOL", "F
 OVERALL_HEADERS = ("Rank", "Candidate", "Problems", "Workloads", "Geomean SOL", "SOL≥0.5", "SOL≥0.8", "Failures",
                    "Note")
 NUMERIC_HEADERS = ("Rank", "Geomean SOL", "Worst SOL", "SOL≥0.5", "SOL≥0.8")
+# Narrower headers for a terminal (80 columns must hold the overall table).
+TERMINAL_HEADERS = {"Rank": "#", "Geomean SOL": "SOL gm", "Worst SOL": "SOL min", "SOL≥0.5": "≥0.5", "SOL≥0.8": "≥0.8",
+                    "Problems": "Probs", "Workloads": "Wklds"}
 
 
 @dataclass
@@ -42,27 +46,33 @@ class DisplayTable:
     hacked: list[bool]
 
 
-def _failures(row: pd.Series) -> str:
-    return ", ".join(f"{s} {int(row[s])}" for s in FAILURE_STATUSES if row[s]) or "-"
+STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
+                "REWARD_HACK": "HACK"}
+
+
+def _failures(row: pd.Series, short: bool = False) -> str:
+    return ", ".join(f"{STATUS_SHORT[s] if short else s} {int(row[s])}" for s in FAILURE_STATUSES if row[s]) or "-"
 
 
 def _rank(v: object) -> str:
     return "-" if pd.isna(v) else str(int(v))
 
 
-def display_tables(lb: Leaderboard) -> list[DisplayTable]:
-    """Per-problem rankings (problem, then GPU), then the overall ranking per GPU."""
+def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
+    """Per-problem rankings (problem, then GPU), then the overall ranking per GPU. ``short``
+    abbreviates the failure statuses (for a terminal)."""
     out = []
     for (prob, gpu), g in lb.problems.groupby(["problem", "gpu"], sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['workloads_passed']}/{r['workloads_total']}",
-                 fmt_sol(r["geomean_sol"]), fmt_sol(r["min_sol"]), _failures(r), one_line(r["note"])]
+                 fmt_sol(r["geomean_sol"]), fmt_sol(r["min_sol"]), _failures(r, short), one_line(r["note"])]
                 for _, r in g.iterrows()]
         out.append(DisplayTable(f"{prob} on {gpu} ({lb.roof} roof)", "problem", prob, gpu, PROBLEM_HEADERS, rows,
                                 g["disqualified"].tolist()))
     for gpu, g in lb.overall.groupby("gpu", sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['problems_passed']}/{r['problems_attempted']}",
                  f"{r['workloads_passed']}/{r['workloads_attempted']}", fmt_sol(r["geomean_sol"]),
-                 fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r), one_line(r["note"])]
+                 fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r, short),
+                 one_line(r["note"])]
                 for _, r in g.iterrows()]
         out.append(DisplayTable(f"Overall on {gpu} ({lb.roof} roof)", "overall", None, gpu, OVERALL_HEADERS, rows,
                                 g["disqualified"].tolist()))
@@ -72,16 +82,21 @@ def display_tables(lb: Leaderboard) -> list[DisplayTable]:
 def print_leaderboard(lb: Leaderboard, console: Console | None = None) -> None:
     """Rich tables on the terminal. Cells are Text objects: record text is never parsed as markup."""
     console = console or Console()
-    for t in display_tables(lb):
-        table = Table(title=Text(t.title), title_style="bold", show_lines=False, header_style="bold cyan")
+    for t in display_tables(lb, short=True):
+        table = Table(title=Text(t.title), title_style="bold", header_style="bold cyan", box=box.SIMPLE_HEAD,
+                      pad_edge=False)
         for h in t.headers:
             numeric = h in NUMERIC_HEADERS or h in ("Passed", "Problems", "Workloads")
-            table.add_column(h, justify="right" if numeric else "left", no_wrap=numeric,
-                             overflow="fold", max_width=40 if h in ("Candidate", "Note") else None)
+            table.add_column(TERMINAL_HEADERS.get(h, h), justify="right" if numeric else "left", no_wrap=numeric,
+                             overflow="ellipsis" if h == "Candidate" else "fold",
+                             min_width=12 if h == "Candidate" else None, max_width=36 if h == "Candidate" else None)
         for row, hacked in zip(t.rows, t.hacked, strict=True):
             style = "red" if hacked else ("dim" if row[0] == "-" else None)
-            table.add_row(*(Text(c) for c in row), style=style)
+            cells = [*row[:-1], row[-1].replace(": not ranked", "")]  # the style already says it
+            table.add_row(*(Text(c) for c in cells), style=style)
         console.print(table)
+    console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
+                       f". SOL against the {lb.roof} roof; ranked by passed, then geomean SOL.", style="dim"))
     for w in lb.warnings:
         console.print(Text(f"warning: {one_line(w)}", style="yellow"))
 

@@ -20,8 +20,8 @@ from matplotlib.lines import Line2D
 from .errors import SolbenchError, SpecError
 from .hardware import HardwareSpec, list_specs, load_spec
 from .html import fmt_si
-from .leaderboard import best_results
 from .plots_style import FIXED_LAYOUT, RC, candidate_order, candidate_styles, footnote, label
+from .ranking import best_results
 
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "tf32": "tf32",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8 e5m2", "int8": "int8"}

@@ -14,9 +14,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .errors import SolbenchError
-from .leaderboard import best_results
 from .plots_roofline import _one_gpu
 from .plots_style import RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label
+from .ranking import best_results
 
 MEMORY_HATCH = "////"
 MAX_VALUE_LABELS = 48  # bars per panel above which the SOL values are not written on the bars

@@ -20,6 +20,11 @@ from .html import clean_text
 
 FIXED_LAYOUT = "solbench:fixed-layout"  # Figure label of charts whose layout needs no "tight" pass
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+# The record columns the charts read (a worker process drawing a chart gets only these).
+CHART_COLUMNS = ("problem", "workload", "solution", "status", "gpu", "gpu_spec", "roof", "device", "compute_dtype",
+                 "arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "sol", "time_s", "flops",
+                 "bytes", "t_ideal_s", "t_compute_s", "t_memory_s", "bound", "timestamp", "timestamp_utc",
+                 "timing.method", "solbench_version")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
                 "REWARD_HACK": "HACK"}

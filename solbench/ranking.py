@@ -104,9 +104,9 @@ def _assign_ranks(table: pd.DataFrame, group: list[str], order: list[str]) -> pd
 def _note(row: pd.Series) -> str:
     """What the numbers alone do not say (the passed counts already show partial passes)."""
     if row["disqualified"]:
-        return f"{HACK}: not ranked"
+        return f"{HACK}: not ranked"  # the templates key on this prefix
     if row["workloads_passed"] == 0:
-        return "nothing passed: not ranked"
+        return "nothing passed"
     if row["above_roof"]:
         return f"SOL > 1 on {row['above_roof']}: faster than the roof allows"
     return ""

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import multiprocessing
+import os
+import sys
+import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Literal
 
@@ -20,41 +26,56 @@ from ._version import __version__
 from .analysis import load_results
 from .errors import SolbenchError
 from .html import one_line, render
-from .leaderboard import Leaderboard, leaderboard
 from .leaderboard_render import display_tables, print_leaderboard
 from .plots_roofline import roofline_figure
 from .plots_sol import sol_figure
-from .plots_style import save, to_bytes
+from .plots_style import CHART_COLUMNS, save, to_bytes
+from .ranking import Leaderboard, leaderboard
 from .report_data import environment_rows, failures, problem_sections, timing_rows
 
 ChartFormat = Literal["svg", "png", "none"]
 MIME = {"svg": "image/svg+xml", "png": "image/png"}
+PARALLEL_FROM = 6  # charts per extra worker process (below that, starting processes costs more than it saves)
 
 
-def _data_uri(fig: object, fmt: str) -> str:
+CAPTIONS = {
+    "roofline": ("roofline chart", "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each "
+                 "candidate's workloads from low to high intensity."),
+    "sol": ("SOL bar chart", "SOL per workload (best PASSED result); hatched bars are memory-bound workloads."),
+    "overview": ("roofline of all problems", "All problems on one GPU: each numbered trajectory is one problem."),
+}
+
+
+def _chart_uri(job: tuple[str, pd.DataFrame, str]) -> str:
+    """One chart as a data: URI. A top-level function so a process pool can run it."""
+    kind, records, fmt = job
+    fig = sol_figure(records) if kind == "sol" else roofline_figure(records)
     return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
 
 
-def _charts_for(records: pd.DataFrame, fmt: ChartFormat) -> list[tuple[str, str, str]]:
-    if fmt == "none":
-        return []
-    out = []
-    passed = records[records["status"] == "PASSED"]
-    if not passed.empty:
-        out.append((_data_uri(roofline_figure(records), fmt), "roofline chart",
-                    "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each candidate's "
-                    "workloads from low to high intensity."))
-    out.append((_data_uri(sol_figure(records), fmt), "SOL bar chart",
-                "SOL per workload (best PASSED result); hatched bars are memory-bound workloads."))
-    return out
+def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> list[str]:
+    """Charts are most of a report's time: draw them in parallel processes when there are many."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8, len(jobs) // PARALLEL_FROM)
+    # fork, where it is safe: spawn would re-run the caller's main script in every worker. A process
+    # with other Python threads is not safe to fork, so it draws in-process.
+    if workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
+        slim = [(k, r[[c for c in CHART_COLUMNS if c in r.columns]], f) for k, r, f in jobs]
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                return list(pool.map(_chart_uri, slim))
+        except (OSError, BrokenProcessPool):
+            pass  # no processes to be had here: draw them one by one
+    return [_chart_uri(j) for j in jobs]
 
 
 def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
                  problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
                  tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
                  roof: str | None = None, title: str | None = None, charts: ChartFormat = "svg",
-                 sources: Sequence[str] = ()) -> str:
-    """The report's HTML text (see :func:`write_report`)."""
+                 sources: Sequence[str] = (), workers: int | None = None) -> str:
+    """The report's HTML text (see :func:`write_report`). ``workers``: processes drawing the charts
+    (default: one per CPU, up to 8, when there are many charts; 1 draws them here)."""
     if charts not in ("svg", "png", "none"):
         raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
     df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
@@ -62,15 +83,24 @@ def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
         sources = [str(results)] if isinstance(results, (str, Path)) else [str(p) for p in results]
     lb = leaderboard(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
     sections = problem_sections(lb)
-    for s in sections:
-        recs = lb.records[(lb.records["problem"] == s.problem) & (lb.records["gpu"] == s.gpu)]
-        s.charts = _charts_for(recs, charts)
-    overview = []
-    if charts != "none" and lb.records["problem"].nunique() > 1:
-        for gpu_id, recs in lb.records.groupby("gpu", sort=True):
-            if (recs["status"] == "PASSED").any():
-                overview.append((_data_uri(roofline_figure(recs), charts), f"roofline of all problems on {gpu_id}",
-                                 f"All problems on {gpu_id}: each numbered trajectory is one problem."))
+    jobs: list[tuple[str, pd.DataFrame, str]] = []
+    owners: list[list[tuple[str, str, str]]] = []  # where each chart goes
+    overview: list[tuple[str, str, str]] = []
+    if charts != "none":
+        groups = dict(iter(lb.records.groupby(["problem", "gpu"], sort=True)))
+        for s in sections:
+            recs = groups[s.key]
+            for kind in ("roofline", "sol") if (recs["status"] == "PASSED").any() else ("sol",):
+                jobs.append((kind, recs, charts))
+                owners.append(s.charts)
+        if lb.records["problem"].nunique() > 1:
+            for _, recs in lb.records.groupby("gpu", sort=True):
+                if (recs["status"] == "PASSED").any():
+                    jobs.append(("overview", recs, charts))
+                    owners.append(overview)
+    for (kind, recs, _), owner, uri in zip(jobs, owners, _render(jobs, workers), strict=True):
+        alt, caption = CAPTIONS[kind]
+        owner.append((uri, f"{alt}: {one_line(recs['gpu'].iloc[0])}", caption))
     failed, n_failed = failures(lb.records)
     counts = lb.records["status"].value_counts()
     return render(

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .html import clean_text, fmt_si, fmt_sol, one_line
-from .leaderboard import Leaderboard
 from .leaderboard_render import DisplayTable, display_tables
+from .ranking import Leaderboard
 
 LOG_LIMIT = 4000  # characters of a failure's log kept in the report
 MAX_FAILURES = 1000  # failure rows listed; the rest are counted
@@ -48,6 +48,7 @@ class ProblemSection:
     ranking: DisplayTable | None
     candidates: list[str]
     rows: list[WorkloadRow]
+    key: tuple[str, str] = ("", "")  # the raw (problem, gpu) of its records
     charts: list[tuple[str, str, str]] = field(default_factory=list)  # (data URI, alt text, caption)
 
 
@@ -107,7 +108,7 @@ def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
         tags = sorted({t for ts in recs["tags"] for t in ts})
         device = ", ".join(sorted({one_line(d, 80) for d in recs["device"].dropna()})) or "unknown"
         sections.append(ProblemSection(f"p{i + 1}", one_line(prob), one_line(gpu), device, tags, ranking,
-                                       [one_line(c, 60) for c in ranked], rows))
+                                       [one_line(c, 60) for c in ranked], rows, key=(prob, gpu)))
     return sections
 
 

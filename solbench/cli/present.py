@@ -1,0 +1,164 @@
+"""Commands over result records: leaderboard, plot (roofline, sol), report.
+
+pandas and matplotlib are imported inside the commands, so other commands start without them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.text import Text
+
+from ..errors import SolbenchError
+from ..html import one_line
+from . import app
+from ._common import console, err_console
+
+plot_app = typer.Typer(help="Charts of result records (PNG, SVG or PDF by the output's suffix).",
+                       no_args_is_help=True)
+app.add_typer(plot_app, name="plot")
+
+DEFAULT_RESULTS = Path("results")
+MAX_WARNINGS_SHOWN = 10
+
+
+class BoardFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    csv = "csv"
+    html = "html"
+    json = "json"
+
+
+class Roof(str, Enum):
+    datasheet = "datasheet"
+    measured = "measured"
+
+
+class ChartFormat(str, Enum):
+    svg = "svg"
+    png = "png"
+    none = "none"
+
+
+RESULTS_ARG = typer.Argument(None, help="result files (.jsonl) or folders of them [default: results/]")
+PROBLEM_OPT = typer.Option(None, "--problem", help="problem name or glob (llama3_1_8b.*); repeatable")
+GPU_OPT = typer.Option(None, "--gpu", help="spec id (h200_sxm) or part of the device name; repeatable")
+TAG_OPT = typer.Option(None, "--tag", help="keep problems with this tag; repeatable")
+CANDIDATE_OPT = typer.Option(None, "--candidate", help="candidate name or glob; repeatable")
+ROOF_OPT = typer.Option(None, "--roof", help="score against the datasheet or measured roof [default: datasheet "
+                                             "when present]; never both at once")
+
+
+def _load(paths: list[Path] | None):
+    from ..analysis import load_results
+
+    for p in paths or []:
+        if not p.exists():
+            raise SolbenchError(f"{p}: no such file or folder: pass result files (.jsonl) or folders of them")
+    if not paths and not DEFAULT_RESULTS.is_dir():
+        raise SolbenchError("no results/ folder here: pass result files (.jsonl), or run `solbench run` first")
+    df = load_results(paths or [DEFAULT_RESULTS], warn=False)
+    warnings = df.attrs.get("warnings", [])
+    for w in warnings[:MAX_WARNINGS_SHOWN]:
+        err_console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"))
+    if len(warnings) > MAX_WARNINGS_SHOWN:
+        err_console.print(Text(f"... and {len(warnings) - MAX_WARNINGS_SHOWN} more warnings", style="yellow"))
+    df.attrs["warnings"] = []  # shown once, here
+    return df
+
+
+def _done(what: str, path: Path) -> None:
+    console.print(Text(f"{what}: {path}"))
+
+
+@app.command()
+def leaderboard(
+    results: list[Path] = RESULTS_ARG,
+    fmt: BoardFormat = typer.Option(BoardFormat.table, "--format", "-f", help="output format"),
+    output: Path = typer.Option(None, "--output", "-o", help="write to this file instead of the terminal"),
+    problem: list[str] = PROBLEM_OPT,
+    gpu: list[str] = GPU_OPT,
+    tag: list[str] = TAG_OPT,
+    candidate: list[str] = CANDIDATE_OPT,
+    roof: Roof = ROOF_OPT,
+) -> None:
+    """Rank candidates per problem and GPU (workloads passed, then geomean SOL), and overall."""
+    from ..leaderboard_render import format_leaderboard, print_leaderboard
+    from ..ranking import leaderboard as build_leaderboard
+
+    lb = build_leaderboard(_load(results), problem=problem, gpu=gpu, tag=tag, candidate=candidate,
+                           roof=roof.value if roof else None)
+    if fmt == BoardFormat.table and output is None:
+        print_leaderboard(lb, console)
+        return
+    text = format_leaderboard(lb, "markdown" if fmt == BoardFormat.table else fmt.value)
+    if output is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    _done("leaderboard", output)
+
+
+@plot_app.command("roofline")
+def plot_roofline_cmd(
+    results: list[Path] = RESULTS_ARG,
+    output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
+    problem: list[str] = PROBLEM_OPT,
+    gpu: list[str] = GPU_OPT,
+    tag: list[str] = TAG_OPT,
+    candidate: list[str] = CANDIDATE_OPT,
+    roof: Roof = ROOF_OPT,
+    title: str = typer.Option(None, "--title", help="chart title [default: problem and GPU]"),
+) -> None:
+    """Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU)."""
+    from ..plots import plot_roofline
+
+    path = plot_roofline(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
+                         roof=roof.value if roof else None, title=title)
+    _done("roofline", path)
+
+
+@plot_app.command("sol")
+def plot_sol_cmd(
+    results: list[Path] = RESULTS_ARG,
+    output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
+    problem: list[str] = PROBLEM_OPT,
+    gpu: list[str] = GPU_OPT,
+    tag: list[str] = TAG_OPT,
+    candidate: list[str] = CANDIDATE_OPT,
+    roof: Roof = ROOF_OPT,
+    title: str = typer.Option(None, "--title", help="chart title"),
+) -> None:
+    """SOL bars per candidate and workload, one panel per problem; hatched = memory-bound (one GPU)."""
+    from ..plots import plot_sol
+
+    path = plot_sol(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
+                    roof=roof.value if roof else None, title=title)
+    _done("SOL chart", path)
+
+
+@app.command()
+def report(
+    results: list[Path] = RESULTS_ARG,
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="the HTML file to write"),
+    problem: list[str] = PROBLEM_OPT,
+    gpu: list[str] = GPU_OPT,
+    tag: list[str] = TAG_OPT,
+    candidate: list[str] = CANDIDATE_OPT,
+    roof: Roof = ROOF_OPT,
+    title: str = typer.Option(None, "--title", help="page title"),
+    charts: ChartFormat = typer.Option(ChartFormat.svg, "--charts", help="inline charts as svg, png, or none"),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="processes drawing charts [default: per CPU]"),
+) -> None:
+    """One self-contained HTML page: leaderboard, a section per problem, environment, failures."""
+    from ..report import write_report
+
+    paths = results or [DEFAULT_RESULTS]
+    path = write_report(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
+                        roof=roof.value if roof else None, title=title, charts=charts.value, workers=jobs,
+                        sources=[str(p) for p in paths])
+    _done("report", path)
