@@ -67,15 +67,33 @@ def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
     return max(2 * l2, MIN_FLUSH_BYTES)
 
 
+def libcudart() -> ctypes.CDLL:
+    """The CUDA runtime this process already uses (mapped by torch: same runtime, same context),
+    else one on the library path."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if "libcudart.so" in path:
+                    return ctypes.CDLL(path)
+    except OSError:
+        pass
+    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    raise OSError("libcudart not found in this process or on the library path")
+
+
 class _PersistingL2Reset:
-    """cudaCtxResetPersistingL2Cache through ctypes on the libcudart torch already loaded."""
+    """cudaCtxResetPersistingL2Cache through ctypes, checked once; ``status`` says how it went."""
 
     def __init__(self) -> None:
         self.fn = None
         self.status = "not tried"
         try:
-            lib = self._find_libcudart()
-            fn = lib.cudaCtxResetPersistingL2Cache
+            fn = libcudart().cudaCtxResetPersistingL2Cache
             fn.restype = ctypes.c_int
             rc = fn()
             self.status = "ok" if rc == 0 else f"cudaCtxResetPersistingL2Cache returned {rc}"
@@ -83,24 +101,6 @@ class _PersistingL2Reset:
                 self.fn = fn
         except Exception as err:  # noqa: BLE001 - best effort by design; recorded
             self.status = f"unavailable: {type(err).__name__}: {err}"
-
-    @staticmethod
-    def _find_libcudart() -> ctypes.CDLL:
-        # Prefer the copy already mapped into this process (same runtime, same context).
-        try:
-            with open("/proc/self/maps") as f:
-                for line in f:
-                    path = line.split()[-1]
-                    if "libcudart.so" in path:
-                        return ctypes.CDLL(path)
-        except OSError:
-            pass
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-            try:
-                return ctypes.CDLL(name)
-            except OSError:
-                continue
-        raise OSError("libcudart not found in this process or on the library path")
 
     def __call__(self) -> None:
         if self.fn is not None:
