@@ -51,6 +51,9 @@ _triton_kernels: dict[str, Any] = {}
 
 
 def _triton_snapshot_kernel() -> Any:
+    # Triton resolves a kernel's names in its module's globals (not in enclosing functions), so
+    # `tl` is bound as a global of this module here, lazily, to keep triton an optional import.
+    global tl
     if "snapshot" not in _triton_kernels:
         import triton
         import triton.language as tl
