@@ -1,0 +1,168 @@
+"""solbench.wire (the byte format) and solbench.worker / worker_client (a real worker process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from solbench.wire import ProtocolError, WireClosed, WireError, WireTimeout, pack, recv_message, send_message, unpack
+from solbench.worker_client import WorkerClient, WorkerFailure, describe_exit
+
+CANDIDATES = Path(__file__).parent / "candidates"
+
+
+def _roundtrip(header: dict, max_bytes: int = 1 << 30) -> dict:
+    a, b = socket.socketpair()
+
+    def send() -> None:
+        try:
+            send_message(a, header, time.monotonic() + 30)
+        except WireError:  # the receiver gave up (the budget test)
+            pass
+
+    t = threading.Thread(target=send)
+    t.start()
+    try:
+        return recv_message(b, time.monotonic() + 30, max_tensor_bytes=max_bytes)
+    finally:
+        b.close()
+        t.join()
+        a.close()
+
+
+@pytest.mark.parametrize("tensor", [
+    torch.randn(3, 5, dtype=torch.bfloat16),
+    torch.randn(2, 3).to(torch.float8_e4m3fn),
+    torch.tensor([True, False, True]),
+    torch.arange(-5, 5, dtype=torch.int64),
+    torch.tensor(3.5, dtype=torch.float64),  # 0-dim
+    torch.empty(0, 4, dtype=torch.float16),
+    torch.randn(4, 6).t(),  # not contiguous
+    torch.randn(1 << 20),  # larger than one socket buffer
+], ids=["bf16", "fp8", "bool", "int64", "scalar", "empty", "transposed", "4MiB"])
+def test_tensor_roundtrip_is_bit_exact(tensor):
+    got = _roundtrip({"op": "x", "t": tensor})["t"]
+    assert got.dtype == tensor.dtype and tuple(got.shape) == tuple(tensor.shape)
+    flat = tensor.contiguous().reshape(-1)
+    if flat.numel():
+        assert torch.equal(got.reshape(-1).view(torch.uint8), flat.view(torch.uint8))
+
+
+def test_structures_and_non_finite_floats_roundtrip():
+    x = torch.ones(2)
+    got = _roundtrip({"a": [1, 2.5, None, "s", {"b": x}], "nan": float("nan"), "inf": float("inf")})
+    assert got["a"][:4] == [1, 2.5, None, "s"] and torch.equal(got["a"][4]["b"], x)
+    assert got["nan"] != got["nan"] and got["inf"] == float("inf")
+
+
+def test_pack_unpack_references():
+    obj, tensors = pack({"k": [torch.zeros(1), 3]})
+    assert obj == {"k": [{"$tensor": 0}, 3]} and len(tensors) == 1
+    with pytest.raises(ProtocolError):
+        unpack({"$tensor": 5}, tensors)
+
+
+def test_budget_is_enforced_before_reading():
+    with pytest.raises(ProtocolError, match="more than"):
+        _roundtrip({"t": torch.zeros(1000)}, max_bytes=100)
+
+
+def _raw(a: socket.socket, header: bytes, frames: list[bytes] = ()) -> None:
+    a.sendall(struct.pack("<Q", len(header)) + header)
+    for f in frames:
+        a.sendall(struct.pack("<Q", len(f)) + f)
+
+
+@pytest.mark.parametrize("header, frames, fragment", [
+    (b"not json", [], "not JSON"),
+    (b"[1, 2]", [], "not a JSON object"),
+    (json.dumps({"tensors": [{"dtype": "complex64", "shape": [1]}]}).encode(), [], "descriptor"),
+    (json.dumps({"tensors": [{"dtype": "float32", "shape": [-1]}]}).encode(), [], "shape"),
+    (json.dumps({"tensors": [{"dtype": "float32", "shape": [2]}]}).encode(), [b"\0" * 12], "exceeds"),
+])
+def test_malformed_messages_are_protocol_errors(header, frames, fragment):
+    a, b = socket.socketpair()
+    try:
+        _raw(a, header, frames)
+        with pytest.raises(ProtocolError, match=fragment):
+            recv_message(b, time.monotonic() + 5)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_deadline_and_closed_connection():
+    a, b = socket.socketpair()
+    t0 = time.monotonic()
+    with pytest.raises(WireTimeout):
+        recv_message(b, time.monotonic() + 0.2)
+    assert time.monotonic() - t0 < 2
+    a.sendall(struct.pack("<Q", 100) + b"{")  # a partial message, then silence: still bounded
+    with pytest.raises(WireTimeout):
+        recv_message(b, time.monotonic() + 0.2)
+    a.close()
+    with pytest.raises(WireClosed):
+        recv_message(b, time.monotonic() + 5)
+    b.close()
+
+
+def test_describe_exit():
+    assert describe_exit(3) == "exited with code 3"
+    assert describe_exit(-11) == "was killed by SIGSEGV (signal 11)"
+
+
+# --- a real worker ------------------------------------------------------------------------------
+
+def test_worker_session_load_call_errors_and_close():
+    client = WorkerClient("cpu")
+    client.start(300)
+    try:
+        assert client.request({"op": "load", "path": str(CANDIDATES / "honest.py"), "device": "cpu"}, 60, 0) == \
+            {"ok": True}
+        x, y = torch.randn(3, 4), torch.randn(3, 4)
+        expect = [{"shape": [3, 4], "dtype": "float32"}]
+        reply = client.request({"op": "call", "inputs": [x, y], "expect": expect}, 60, 1 << 20)
+        assert reply["ok"] is True
+        (out,) = reply["outputs"]
+        assert out["exact"] and out["device"] == "cpu" and torch.equal(out["data"], y + 2 * x)
+        assert torch.equal(reply["inputs_after"][0], x) and torch.equal(reply["inputs_after"][1], y)
+        # A wrong expectation: the worker describes the output but does not send its values.
+        reply = client.request({"op": "call", "inputs": [x, y], "expect": [{"shape": [4, 3], "dtype": "float32"}]},
+                               60, 1 << 20)
+        assert "data" not in reply["outputs"][0] and reply["outputs"][0]["shape"] == [3, 4]
+        reply = client.request({"op": "frobnicate"}, 60, 0)
+        assert reply == {"ok": False, "kind": "protocol", "message": "unknown op 'frobnicate'"}
+        # An exception inside run() is a reply, and the worker lives on.
+        reply = client.request({"op": "call", "inputs": [x], "expect": expect}, 60, 1 << 20)
+        assert reply["ok"] is False and reply["kind"] == "runtime" and "TypeError" in reply["message"]
+        assert client.request({"op": "call", "inputs": [x, y], "expect": expect}, 60, 1 << 20)["ok"] is True
+        pid = client.proc.pid
+    finally:
+        client.close()
+    assert client.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_worker_timeout_kills_and_reports():
+    client = WorkerClient("cpu")
+    client.start(300)
+    try:
+        client.request({"op": "load", "path": str(CANDIDATES / "hangs.py"), "device": "cpu"}, 60, 0)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerFailure) as info:
+            client.request({"op": "call", "inputs": [torch.ones(1), torch.ones(1)], "expect": []}, 1.0, 1 << 10)
+        assert info.value.kind == "timeout" and time.monotonic() - t0 < 10
+        assert client.returncode == -9 and not client.alive
+        with pytest.raises(WorkerFailure, match="not running"):
+            client.request({"op": "exit"}, 1, 0)
+    finally:
+        client.discard()
