@@ -360,7 +360,7 @@ def calibrate(device: str = "auto", output: str | Path | None = None, quick: boo
     data = build_spec(m, spec_id, quick)
     spec_from_dict(data)  # validate before writing: never leave an unloadable file behind
     out.parent.mkdir(parents=True, exist_ok=True)
-    header = (f"# Measured by `solbench calibrate` on {m['device']}. Score against it with --gpu {out}\n"
+    header = (f"# Measured by `solbench calibrate` on {m['device']}. Score against it: --gpu path/to/{out.name}\n"
               "# peak_flops: FLOP/s (burst), memory_bandwidth: bytes/s. See `measured:` for how.\n")
     out.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False), encoding="utf-8")
     return load_spec_file(out), out
