@@ -165,8 +165,8 @@ def select(df: pd.DataFrame, *, problem: Sequence[str] | str | None = None, gpu:
            roof: str | None = None) -> pd.DataFrame:
     """Rows matching every filter, scored against one roof (never both). Raises when none match.
 
-    ``problem``/``candidate`` match names exactly or by glob; ``gpu`` matches a spec id or part of
-    the device name; ``tag`` keeps problems carrying any of the tags. ``roof=None`` picks one.
+    ``problem``/``candidate`` match names exactly or by glob; ``gpu`` matches part of a spec id
+    (``h200`` matches h200_sxm and h200_nvl) or of the device name; ``tag`` keeps problems carrying any of the tags. ``roof=None`` picks one.
     """
     def as_list(x: Sequence[str] | str | None) -> list[str]:
         return [x] if isinstance(x, str) else list(x or [])
@@ -183,12 +183,11 @@ def select(df: pd.DataFrame, *, problem: Sequence[str] | str | None = None, gpu:
                 known = ", ".join(sorted(df[column].dropna().unique())[:12])
                 raise ResultsError(f"{label} {' '.join(pats)} matches no record (these results have: {known})")
     if gpu_pats := [g.lower() for g in as_list(gpu)]:
-        def gpu_hit(ids: tuple[object, object], device: object) -> bool:
-            names = {str(i).lower() for i in ids if isinstance(i, str)}
-            dev = device.lower() if isinstance(device, str) else ""
-            return any(p in names or (p and p in dev) for p in gpu_pats)
+        def gpu_hit(*names: object) -> bool:
+            text = [n.lower() for n in names if isinstance(n, str)]
+            return any(p in t for p in gpu_pats for t in text)
 
-        keep = [gpu_hit((g, s), d) for g, s, d in zip(out["gpu"], out["gpu_spec"], out["device"], strict=True)]
+        keep = [gpu_hit(g, s, d) for g, s, d in zip(out["gpu"], out["gpu_spec"], out["device"], strict=True)]
         if not any(keep):
             known = ", ".join(sorted(df["gpu"].dropna().unique()))
             raise ResultsError(f"--gpu {' '.join(as_list(gpu))} matches no record (these results have: {known})")
