@@ -1,8 +1,9 @@
 """The worker: the only process that runs candidate code.
 
-Started by the parent (:mod:`solbench.worker_client`) as ``python -m solbench.worker --fd N`` in a
-new session (its own process group, so a timeout kills everything it started), with stdout and
-stderr redirected to a log file the parent reads back size-limited. The worker imports
+Started by the parent (:mod:`solbench.worker_client`) as ``python -m solbench.worker --fd N
+--parent PID`` in a new session (its own process group, so a timeout kills everything it
+started, and the group dies with the parent), with stdout and stderr redirected to a log file the
+parent reads back size-limited. The worker imports
 :mod:`solbench.timing` (which binds its timer functions) and the optional :mod:`solbench.guards`
 *before* any candidate code, then serves requests on the socket ``N``.
 
@@ -55,6 +56,31 @@ def _limit_resources() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     cap = _MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, _MAX_FILE_BYTES)
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+
+def _die_with_parent(parent: int) -> None:
+    """If the parent dies (killed mid-run), take down this worker's whole process group.
+
+    PR_SET_PDEATHSIG covers the worker itself; a watchdog thread that sees the parent change also
+    kills whatever the candidate started in the group.
+    """
+    import ctypes
+    import signal
+    import threading
+    import time
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="solbench-parent-watch", daemon=True).start()
 
 
 class Worker:
@@ -219,8 +245,10 @@ def serve(sock: socket.socket, worker: Worker) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m solbench.worker")
     parser.add_argument("--fd", type=int, required=True, help="connected socket to the parent")
+    parser.add_argument("--parent", type=int, default=None, help="the parent's pid (the worker dies with it)")
     args = parser.parse_args(argv)
     _limit_resources()
+    _die_with_parent(args.parent if args.parent is not None else os.getppid())
     # Trusted modules first: timing binds its timer functions at import.
     timing = importlib.import_module("solbench.timing")
     try:
