@@ -123,7 +123,8 @@ def test_tma_gemm_residual(m: int, subtile: bool) -> None:
     mod = candidate("attn_o_proj_residual", "triton_tma_gemm_residual.py")
     n, k = 48, 80  # 80 = 2.5 K blocks: TMA's zero fill past K is what makes the tail exact
     a, w, r = randn(m, k, seed=1), randn(n, k, seed=2), randn(m, n, seed=3)
-    config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SUBTILE": subtile}
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SUBTILE": subtile,
+              "EPI_N": 8 if subtile else 16}
     out = mod.tma_gemm_residual(a, w, r, config=config)
     assert_close(out, a.float() @ w.float().t() + r.float(), atol=2e-2, rtol=1e-2)
 

@@ -18,7 +18,8 @@ import triton.language as tl
 
 
 def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool = False) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "EPILOGUE_SUBTILE": subtile},
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "EPILOGUE_SUBTILE": subtile,
+                          "EPI_N": bn // 2 if subtile else bn},
                          num_warps=warps, num_stages=stages)
 
 
@@ -61,9 +62,8 @@ def tma_gemm_residual_kernel(
     M, N, K,
     NUM_SMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EPILOGUE_SUBTILE: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, EPI_N: tl.constexpr,  # EPI_N = BLOCK_N // 2 when subtiled, else BLOCK_N
 ):
-    EPI_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
     r_desc = tl.make_tensor_descriptor(r_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, EPI_N])

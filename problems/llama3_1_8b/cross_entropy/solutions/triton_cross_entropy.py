@@ -39,8 +39,8 @@ def ce_partial_kernel(logits_ptr, targets_ptr, loss_ptr, part_max_ptr, part_sum_
     lo = split * cols_per_split
     hi = tl.minimum(lo + cols_per_split, n_cols)
     offs = tl.arange(0, BLOCK_V)
-    m = tl.full((), float("-inf"), tl.float32)
-    s = tl.zeros((), tl.float32)
+    m = float("-inf")  # running max and sum of exp(x - m), fp32 scalars carried through the loop
+    s = 0.0
     for start in range(lo, hi, BLOCK_V):
         cols = start + offs
         x = tl.load(row_ptr + cols, mask=cols < hi, other=float("-inf"), eviction_policy="evict_first")
