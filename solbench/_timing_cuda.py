@@ -1,8 +1,7 @@
 """CUDA timing loops: per-call events behind a spin kernel, and CUDA-graph batches.
 
-Both loops keep the L2 cold the same way: before every timed call, outside its timed window, a
-write over max(2 x L2, 256 MiB) (``buf.zero_()``), and every call runs on the next rotating input
-set. A candidate that pins data with a persisting-L2 access window is undone by
+Events keep the L2 cold: before every timed call, outside its timed window, a write over
+max(2 x L2, 256 MiB) (``buf.zero_()``), and every call runs on the next rotating input set. A candidate that pins data with a persisting-L2 access window is undone by
 ``cudaCtxResetPersistingL2Cache`` before each sample (best effort; the outcome is recorded).
 
 Events: ``flush; spin; start; fn(i); end; synchronize``. The spin kernel (``torch.cuda._sleep``)
@@ -10,9 +9,11 @@ keeps the stream busy while the host enqueues start, the candidate's launches an
 start event fires only once the call is queued: the time is the device's, not Python's. The
 spin is sized from the measured host enqueue time and grows if the host falls behind it.
 
-Graph: B calls captured on a side stream as ``[flush, start_j, fn(j), end_j] x B`` with external
-(in-graph) timing events, so each call gets its own device time with no host launch path and no
-flush subtraction. Per-call samples feed the same statistics and stopping rule as events.
+Graph (``_timing_graph``): N back-to-back calls in one graph, ``flush; spin; start; replay; end``,
+per call = replay / N; no flush between calls (the L2 policy is in the method reason).
+
+Both: the device time of an empty event pair after the same flush and spin is measured once per
+timing and subtracted (``overhead_subtracted_s``), since it is in every timed window.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ._timing_graph import batch_calls, capture, l2_policy
 from ._timing_stats import StopRule
 from .timing import TimingConfig, TimingResult, _perf_counter_ns, clone_output, make_result
 
@@ -37,14 +39,10 @@ _current_stream = torch.cuda.current_stream
 _sleep = getattr(torch.cuda, "_sleep", None)
 _Stream = torch.cuda.Stream
 _stream_ctx = torch.cuda.stream
-_CUDAGraph = torch.cuda.CUDAGraph
-_graph_ctx = torch.cuda.graph
 
 MIN_FLUSH_BYTES = 256 * 2**20
 SPIN_MIN_S = 10e-6
 SPIN_MAX_S = 5e-3
-GRAPH_MAX_BATCH = 64
-GRAPH_REPLAY_TARGET_S = 5e-3
 CLOCK_CHUNK = 16  # events samples between clock snapshots
 # Graph time below half the eager estimate *and* this much below it: the captured work differs.
 # Eager keeps ~1-2 us of event latency on tiny kernels, so the absolute gap keeps them in graph mode.
@@ -62,9 +60,12 @@ def _cached(key: str, make: Callable[[], Any]) -> Any:
     return _CACHE[key]
 
 
+def l2_bytes_for(config: TimingConfig, device: torch.device) -> int:
+    return config.l2_bytes or int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+
+
 def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
-    l2 = config.l2_bytes or int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
-    return max(2 * l2, MIN_FLUSH_BYTES)
+    return max(2 * l2_bytes_for(config, device), MIN_FLUSH_BYTES)
 
 
 def libcudart() -> ctypes.CDLL:
@@ -114,7 +115,9 @@ class _Setup:
         self.config = config
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.stream = _current_stream(self.device)
+        self.l2_bytes = l2_bytes_for(config, self.device)
         self.flush_bytes = flush_bytes_for(config, self.device)
+        self.empty_window_s = 0.0
         self._flush_buf = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=self.device)
         self.l2_reset = _cached("l2_reset", _PersistingL2Reset) if config.reset_persisting_l2 else None
         self.flags: list[str] = []
@@ -147,6 +150,22 @@ class _Setup:
             _synchronize()
             best = min(best, _elapsed_ms(s, e) * 1e-3)
         return cycles / best
+
+    def measure_empty_window(self, n: int = 15) -> float:
+        """Median device time of an event pair around nothing, in the same state as a sample
+        (flushed, after the spin): the timer's own cost inside every timed window."""
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        vals = []
+        for _ in range(n):
+            self.pre_sample()
+            self.spin()
+            _record(start, self.stream)
+            _record(end, self.stream)
+            _synchronize()
+            vals.append(_elapsed_ms(start, end) * 1e-3)
+        self.empty_window_s = sorted(vals)[n // 2]
+        self.details["empty_window_s"] = self.empty_window_s
+        return self.empty_window_s
 
     def flush(self) -> None:
         self._flush_buf.zero_()
@@ -261,62 +280,41 @@ def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[lis
     return samples, last, reason
 
 
-def _capture_graph(st: _Setup, fn: Callable[[int], Any], n_sets: int, batch: int) -> tuple[Any, list, list, list]:
-    side = _Stream(device=st.device)
-    side.wait_stream(st.stream)
-    with _stream_ctx(side):  # warm up on the capture stream (lazy inits, library workspaces)
-        for k in range(min(3, n_sets)):
-            fn(k)
-    st.stream.wait_stream(side)
-    _synchronize()
-    starts = [_Event(enable_timing=True, external=True) for _ in range(batch)]
-    ends = [_Event(enable_timing=True, external=True) for _ in range(batch)]
-    outs = []
-    graph = _CUDAGraph()
-    with _graph_ctx(graph, stream=side):
-        cs = _current_stream(st.device)
-        for j in range(batch):
-            st.flush()  # cold L2 for every call; outside its event pair
-            _record(starts[j], cs)
-            outs.append(fn(j % n_sets))
-            _record(ends[j], cs)
-    _synchronize()
-    return graph, starts, ends, outs
-
-
 def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
                 est_s: float) -> tuple[list[float], dict[int, Any], str]:
+    """Per-call samples from whole replays of a batch of back-to-back calls (see _timing_graph)."""
     cfg = st.config
-    flush_s = st.flush_bytes / 3e12  # rough: a write at ~3 TB/s; only sizes the batch
-    batch = int(min(GRAPH_MAX_BATCH, max(8, GRAPH_REPLAY_TARGET_S / (flush_s + est_s))))
-    if n_sets > 4 * GRAPH_MAX_BATCH:
-        raise RuntimeError(f"{n_sets} input sets are too many for one graph batch")
-    batch = max(batch, n_sets)  # every set appears in the batch, so every set's output is re-checked
-    graph, starts, ends, outs = _capture_graph(st, fn, n_sets, batch)
+    calls = batch_calls(est_s, n_sets)
+    graph, outs = capture(fn, n_sets, calls, st.device, st.stream)
     graph.replay()  # the first launch uploads the graph; not timed
     _synchronize()
-    st.details.update(graph_batch=batch)
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     samples: list[float] = []
+    hosts: list[float] = []
     clocks = _ClockChunks(st)
     clocks.mark(0)
     t0 = _perf_counter_ns()
-    replays = 0
     while True:
-        if st.l2_reset is not None:
-            st.l2_reset()
+        st.pre_sample()  # flush before the replay (its first calls start cold), as events do
+        st.spin()  # covers the host's replay launch, so the window holds device time only
+        h0 = _perf_counter_ns()
+        _record(start, st.stream)
         graph.replay()
+        _record(end, st.stream)
+        hosts.append((_perf_counter_ns() - h0) * 1e-9)
         _synchronize()
-        replays += 1
-        samples.extend(_elapsed_ms(starts[j], ends[j]) * 1e-3 for j in range(batch))
+        samples.append(_elapsed_ms(start, end) * 1e-3)  # whole replay; per call below
+        st.fit_spin(hosts[-20:])
         clocks.mark(len(samples))
-        reason = rule.should_stop(samples, _perf_counter_ns() - t0)
+        reason = rule.should_stop(samples, _perf_counter_ns() - t0)  # a relative CI: scale-free
         if reason:
             break
     # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
-    last = {j % n_sets: clone_output(outs[j]) for j in range(batch)}
+    last = {i: clone_output(out) for i, out in outs.items()}
     _synchronize()
-    st.details.update(graph_replays=replays)
+    st.details.update(graph_calls_per_replay=calls, graph_replays=len(samples),
+                      graph_replay_median_s=sorted(samples)[len(samples) // 2])
     st.details["_clocks"] = clocks
     del graph
     return samples, last, reason
@@ -330,6 +328,7 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
     st = _Setup(config)
     warm_calls, est_s = _warmup(st, fn, n_sets)
     st.details["events_estimate_s"] = est_s
+    st.measure_empty_window()
 
     method, reason = "events", ""
     if config.method == "events":
@@ -342,12 +341,20 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
         reason = f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
 
     samples = last = stop = None
+    overhead = st.empty_window_s if config.subtract_overhead else 0.0
+    per_call_overhead = overhead
     if method == "graph":
         try:
-            samples, last, stop = _graph_loop(st, fn, n_sets, est_s)
+            replays, last, stop = _graph_loop(st, fn, n_sets, est_s)
+            calls = st.details["graph_calls_per_replay"]
+            overhead = min(overhead, 0.5 * min(replays))  # as in events mode, below
+            per_call_overhead = overhead / calls
+            samples = [(r - overhead) / calls for r in replays]
             med = sorted(samples)[len(samples) // 2]
+            reason += "; " + l2_policy(n_sets, config.set_bytes, st.l2_bytes)
             # A graph call far faster than the same call eager means the captured work differs
-            # from the eager work (e.g. a candidate that skips kernels while capturing).
+            # from the eager work (e.g. a candidate that skips kernels while capturing), or the
+            # inputs sit in a warm L2 that the eager flush empties: either way, not comparable.
             if med < 0.5 * est_s and est_s - med > GRAPH_EAGER_GAP_S:
                 st.flags.append("graph_much_faster_than_eager")
                 if config.method == "auto":
@@ -355,16 +362,27 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
                                                 f"{est_s * 1e6:.2f} us: not trusted")
                     samples = None
         except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
-            _recover_after_capture_failure()
+            rng = getattr(err, "rng_status", "not checked")
+            st.details["graph_capture_rng"] = rng
+            # The engine should retire this worker: a failed capture can leave state behind
+            # (allocator pool, library handles) beyond what is restored here.
             st.flags.append("graph_fallback")
+            if not rng.startswith("ok"):
+                st.flags.append("worker_poisoned")
             method, reason = "events", f"graph capture failed ({type(err).__name__}: {str(err)[:200]})"
             samples = None
     if samples is None:
-        samples, last, stop = _events_loop(st, fn, n_sets)
+        per_call_overhead = overhead
+        raw, last, stop = _events_loop(st, fn, n_sets)
+        # Never subtract more than half the fastest sample: a bad empty-window reading cannot
+        # turn a real call into nothing.
+        per_call_overhead = min(overhead, 0.5 * min(raw))
+        samples = [r - per_call_overhead for r in raw]
 
     clocks = st.details.pop("_clocks")
     result = make_result(samples, method=method, method_reason=reason, flush_bytes=st.flush_bytes,
-                         warmup_calls=warm_calls, stop_reason=stop, flags=st.flags, details=st.details)
+                         warmup_calls=warm_calls, stop_reason=stop, flags=st.flags, details=st.details,
+                         overhead_subtracted_s=per_call_overhead)
     result.clock, clock_flags = clocks.summary(result.median_s)
     result.flags.extend(clock_flags)
     if config.cupti:
@@ -374,10 +392,3 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
         result.flags.extend(f for f in result.cupti.get("flags", []) if f not in result.flags)
     return result, last
 
-
-def _recover_after_capture_failure() -> None:
-    """A failed capture leaves the stream's capture ended by torch; clear any pending error."""
-    try:
-        _synchronize()
-    except Exception:  # noqa: BLE001 - a sticky error will surface in the events loop itself
-        pass

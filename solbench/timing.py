@@ -13,8 +13,11 @@ Methods (``TimingConfig.method``):
   * ``events``: CUDA events around each call; before it, outside the timed window, an L2 flush
     and a short spin kernel so the start event fires only once the call is fully queued (the
     launch gap is hidden, as nvbench's blocking kernel does).
-  * ``graph``: a batch of calls captured into a CUDA graph with a flush and an event pair around
-    each call; replays give per-call device times with no host launch path in them.
+  * ``graph``: a batch of calls cycling over the sets, captured back to back into one CUDA graph;
+    one event pair (after the spin) times each replay; per call = replay / calls. No flush inside
+    the graph: the method reason states the L2 policy (cold when the sets exceed 2x L2).
+  * CUDA samples have the measured empty-window time (an event pair around nothing, after the same
+    flush and spin) taken off; ``overhead_subtracted_s`` says how much (``subtract_overhead``).
   * ``auto``: ``graph`` when one call is short (< 20 us by a first event estimate) and capture
     works, else ``events``; ``cpu`` on the CPU. ``method_reason`` says why.
 
@@ -61,6 +64,10 @@ class TimingConfig:
     graph_threshold_s: float = 20e-6  # auto picks graph below this first-estimate call time
     clock_probe: bool = True  # in-stream %globaltimer/clock64 probe around sample chunks (CUDA)
     reset_persisting_l2: bool = True  # cudaCtxResetPersistingL2Cache before each sample (CUDA)
+    # Subtract the measured device time of an empty event pair (same flush and spin) from every
+    # sample; the amount is in the result's overhead_subtracted_s (docs/timing.md, Evidence).
+    subtract_overhead: bool = True
+    set_bytes: int | None = None  # bytes of one input set: graph mode reports its L2 policy from it
 
     def validate(self) -> None:
         if self.device not in DEVICES:
@@ -98,6 +105,7 @@ class TimingResult:
     cupti: dict | None = None
     flags: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # method-specific extras (sleep length, graph batch, ...)
+    overhead_subtracted_s: float = 0.0  # per call, already taken off every sample (CUDA)
 
     def as_dict(self) -> dict:
         d = asdict(self)
