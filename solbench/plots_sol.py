@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 
 from .errors import SolbenchError
 from .plots_roofline import _one_gpu
-from .plots_style import RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label
+from .plots_style import FIXED_LAYOUT, RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label
 from .ranking import best_results
 
 MEMORY_HATCH = "////"
@@ -51,12 +51,19 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
     widest = max(len(wl) * (len(c) + 1) for _, wl, c in per_problem)
     ymax = max(1.2, float(best["sol"].max()) * 1.2) if not best.empty else 1.2
     with mpl.rc_context(RC):
-        fig = Figure(figsize=(min(26.0, max(9.0, 0.16 * widest + 4.5)), 1.2 + 2.9 * len(problems)))
+        # Margins in inches, laid out by hand: no tight-layout pass (it costs as much as drawing).
+        plot_w = min(22.0, max(6.5, 0.16 * widest + 2.0))
+        width, height = plot_w + 0.8 + 3.0, 1.25 + 2.9 * len(problems)
+        fig = Figure(figsize=(width, height))
+        fig.set_label(FIXED_LAYOUT)
+        fig.subplots_adjust(left=0.8 / width, right=(0.8 + plot_w) / width, top=1 - 0.75 / height,
+                            bottom=0.75 / height, hspace=0.95 / 2.0)
         axes = fig.subplots(len(problems), 1, squeeze=False)[:, 0]
         for ax, (prob, wl, cands) in zip(axes, per_problem, strict=True):
             _panel(ax, prob, wl, cands, best, failures, styles, hacked, ymax)
         gpu_name = label(records["device"].dropna().iloc[0], 50) if records["device"].notna().any() else gpu
-        fig.suptitle(title or f"SOL per workload on {gpu_name} ({gpu}, {roof} roof)", x=0.01, ha="left",
+        fig.suptitle(title or f"SOL per workload on {gpu_name} ({gpu}, {roof} roof)", x=0.8 / width, ha="left",
+                     y=1 - 0.15 / height, va="top",
                      fontsize=13, fontweight="bold")
         handles = [Patch(facecolor=styles[c].color, label=label(c) + (" (REWARD_HACK)" if c in hacked else ""))
                    for c in order]
@@ -64,10 +71,10 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
                     Patch(facecolor="#ddd", edgecolor="#555", label="compute-bound workload"),
                     Line2D([], [], color="#c0392b", ls="--", label="SOL = 1 (speed of light)"),
                     Line2D([], [], color="#555", marker="x", ls="none", label="failed (status shown)")]
-        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.97), frameon=False, title="candidate",
+        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=((1.0 + plot_w) / width, 1 - 0.75 / height),
+                   frameon=False, title="candidate",
                    alignment="left")
-        fig.tight_layout(rect=(0, 0.05, 1, 0.97))
-        fig.text(0.01, 0.01, footnote(records, roof), fontsize=7.5, color="#555", ha="left")
+        fig.text(0.8 / width, 0.1 / height, footnote(records, roof), fontsize=7.5, color="#555", ha="left")
     return fig
 
 
