@@ -32,7 +32,7 @@ _synchronize = torch.cuda.synchronize
 _current_stream = torch.cuda.current_stream
 
 GRAPH_MAX_CALLS = 1000
-GRAPH_MIN_CALLS = 20
+GRAPH_MIN_CALLS = 2  # long calls: few per replay, so forced graph mode stays within the budget
 GRAPH_REPLAY_TARGET_S = 1e-3  # the replay's fixed costs (event pair, graph launch) / calls stay small
 
 
