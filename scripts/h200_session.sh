@@ -35,17 +35,18 @@ for s in "$@"; do
     unit)
       step unit python3 -m pytest -q -x --timeout 300 -p no:cacheprovider tests/test_problem_library.py tests/test_roofline.py ;;
     timing_smoke)
-      step timing_smoke python3 benchmarks/gpu_timing_smoke.py ;;
+      step timing_smoke python3 benchmarks/gpu_timing_smoke.py --json "$OUT/timing_smoke.json" ;;
     kernels)
       step kernels python3 benchmarks/gpu_kernels_check.py ;;
     run_seed)
-      step run_seed sb run llama3_1_8b.attn_o_proj_residual -o "results/h200/seed_$STAMP.jsonl" ;;
+      step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "results/h200/seed_$STAMP.jsonl" ;;
     run_library)
       step run_library sb run problems -o "results/h200/library_$STAMP.jsonl" ;;
     calibrate)
+      mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
     fidelity)
-      step fidelity python3 benchmarks/timing_fidelity.py ;;
+      step fidelity python3 benchmarks/timing_fidelity.py --out results/timing_fidelity_h200.json ;;
     overhead)
       step overhead python3 benchmarks/harness_overhead.py ;;
     adversarial)
