@@ -61,18 +61,13 @@ def _limit_resources() -> None:
 def _die_with_parent(parent: int) -> None:
     """If the parent dies (killed mid-run), take down this worker's whole process group.
 
-    PR_SET_PDEATHSIG covers the worker itself; a watchdog thread that sees the parent change also
-    kills whatever the candidate started in the group.
+    A watchdog thread polls the parent pid and SIGKILLs the group (the worker and whatever the
+    candidate started). Not PR_SET_PDEATHSIG: that would kill the worker alone, at once, and
+    leave the candidate's children running.
     """
-    import ctypes
     import signal
     import threading
     import time
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
     def watch() -> None:
         while True:
