@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from solbench.inputs import load_generator
 from solbench.problem import Problem, find_problems, load_problem
+from solbench.rollup import in_phase, layer_problems
 
 FAMILY_DIR = Path(__file__).resolve().parent.parent / "problems" / "qwen3_30b_a3b"
 MODEL_ID = "Qwen/Qwen3-30B-A3B"
@@ -48,13 +49,9 @@ def _axes(problem: Problem, dims: dict[str, int]) -> dict[str, int]:
     return problem.resolve_axes(var, overrides=consts)
 
 
-def _phase_ops(layer: dict[str, Problem], phase: str) -> dict[str, Problem]:
-    other = "decode" if phase == "prefill" else "prefill"
-    return {n: p for n, p in layer.items() if not ("attention" in p.tags and other in p.tags)}
-
-
 def test_every_op_of_the_layer_is_a_problem(layer):
     assert set(layer) == set(LAYER_OPS)
+    assert [p.name for p in layer_problems(FAMILY_DIR, "qwen3_30b_a3b")] == sorted(p.name for p in layer.values())
     for name, p in layer.items():
         assert p.name == f"qwen3_30b_a3b.{name}"
         assert p.source.model == MODEL_ID
@@ -142,7 +139,7 @@ def test_layer_matmul_flops_match_an_independent_layer(layer, phase):
         for x, cache in seqs:
             _qwen3_moe_layer(x, cache, w, d)
     declared = sum(p.flops_for(_axes(p, d)) * p.runs_per_layer
-                   for p in _phase_ops(layer, phase).values() if MATMUL_TAGS & set(p.tags))
+                   for p in layer.values() if in_phase(p, phase) and MATMUL_TAGS & set(p.tags))
     assert declared == counter.get_total_flops()
 
 
