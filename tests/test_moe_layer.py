@@ -182,3 +182,53 @@ def test_moe_bytes_count_the_experts_the_generator_touches(layer):
     big = _axes(p, {**CONFIG, "T": 16384})
     assert p.bytes_for(big) - 3 * 16384 * CONFIG["H"] * 2 - 16384 * CONFIG["K"] * 8 == pytest.approx(
         CONFIG["E"] * expert_bytes, rel=1e-6)
+
+
+# --- plausible wrong kernels fail the tolerance --------------------------------------------------
+
+def _interleaved_rope(i: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-J pairing (adjacent dims) instead of Qwen's rotate-half."""
+    def one(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xf = _rms(x.float(), w.float())
+        x1, x2, c, s = xf[..., 0::2], xf[..., 1::2], i["cos"][:, None], i["sin"][:, None]
+        return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], -1).flatten(-2).to(x.dtype)
+    return one(i["q"], i["q_norm_weight"]), one(i["k"], i["k_norm_weight"])
+
+
+def _swap_halves(w13: torch.Tensor) -> torch.Tensor:
+    return torch.cat(w13.chunk(2, dim=1)[::-1], dim=1)
+
+
+WRONG = {
+    "rope interleaved": ("qk_norm_rope", lambda ref, i: _interleaved_rope(i)),
+    "top-k not renormalised": ("router_topk", lambda ref, i: (lambda w, e: (w, e.int()))(
+        *i["logits"].softmax(-1).topk(CONFIG["K"], -1))),
+    "gate and up swapped": ("moe_experts", lambda ref, i: ref(**{**i, "w13": _swap_halves(i["w13"])})),
+    "combine weights ignored": ("moe_experts", lambda ref, i: ref(
+        **{**i, "topk_weights": torch.full_like(i["topk_weights"], 1 / i["topk_weights"].shape[1])})),
+    "residual dropped": ("moe_experts", lambda ref, i: ref(**{**i, "residual": torch.zeros_like(i["residual"])})),
+    "kv heads mis-grouped": ("attention_decode", lambda ref, i: ref(
+        i["q"], i["k_cache"].roll(1, 2), i["v_cache"].roll(1, 2))),
+}
+
+
+@pytest.mark.parametrize("case", WRONG)
+def test_wrong_kernels_fail(layer, case):
+    from solbench.inputs import load_reference, make_inputs
+
+    op, wrong = WRONG[case]
+    p = layer[op]
+    ref = load_reference(p)
+    inputs = make_inputs(p, p.test_axes_resolved(), seed=7)
+    expected, got = ref(**inputs), wrong(ref, inputs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    tol = p.tolerance
+
+    def fails(out: torch.Tensor, exp: torch.Tensor) -> bool:
+        if not exp.dtype.is_floating_point:
+            return not torch.equal(out, exp)
+        bad = (out.double() - exp.double()).abs() > tol.atol + tol.rtol * exp.double().abs()
+        return bad.double().mean().item() > tol.max_mismatch_ratio
+
+    assert any(fails(o, e) for o, e in zip(got, expected, strict=True)), f"{case}: passes {p.name}'s tolerance"
