@@ -118,10 +118,11 @@ def test_gemm_residual(op: str, file: str, m: int, k: int) -> None:
     assert_close(out, want, atol=2e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize("op", ["attn_o_proj_residual", "mlp_down_proj_residual"])
 @pytest.mark.parametrize("m", T_SIZES)
 @pytest.mark.parametrize("subtile", [False, True])
-def test_tma_gemm_residual(m: int, subtile: bool) -> None:
-    mod = candidate("attn_o_proj_residual", "triton_tma_gemm_residual.py")
+def test_tma_gemm_residual(op: str, m: int, subtile: bool) -> None:
+    mod = candidate(op, "triton_tma_gemm_residual.py")
     n, k = 48, 80  # 80 = 2.5 K blocks: TMA's zero fill past K is what makes the tail exact
     a, w, r = randn(m, k, seed=1), randn(n, k, seed=2), randn(m, n, seed=3)
     config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SUBTILE": subtile,
@@ -147,22 +148,30 @@ def rmsnorm_f32(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return (xf / (xf.square().mean(-1, keepdim=True) + eps).sqrt() * w.double()).float()
 
 
+# Row kernels: 4 programs (the interpreter's stand-in SM count is 4) looping over rows with a
+# pipelined loop, and the one-row-per-program launch.
+ROW_LOOP = {"PROGS_PER_SM": 1, "STAGES": 2, "num_warps": 4}
+ROW_PER_PROGRAM = {"PROGS_PER_SM": 1 << 20, "STAGES": 1, "num_warps": 4}
+
+
 @pytest.mark.parametrize("t", T_SIZES)
 @pytest.mark.parametrize("h", [48, 64])  # 48: the row is shorter than its power-of-two block
-def test_rmsnorm(t: int, h: int) -> None:
+@pytest.mark.parametrize("config", [ROW_LOOP, ROW_PER_PROGRAM], ids=["row_loop", "row_per_program"])
+def test_rmsnorm(t: int, h: int, config: dict) -> None:
     mod = candidate("rmsnorm", "triton_rmsnorm.py")
     x, w = randn(t, h, seed=1) * 3, randn(h, seed=2)
-    out = mod.rmsnorm(x, w, 1e-5, num_warps=4)
+    out = mod.rmsnorm(x, w, 1e-5, config=config)
     assert out.dtype == torch.bfloat16
     assert_close(out, rmsnorm_f32(x, w, 1e-5), atol=1e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("t", T_SIZES)
 @pytest.mark.parametrize("h", [48, 64])
-def test_fused_add_rmsnorm(t: int, h: int) -> None:
+@pytest.mark.parametrize("config", [ROW_LOOP, ROW_PER_PROGRAM], ids=["row_loop", "row_per_program"])
+def test_fused_add_rmsnorm(t: int, h: int, config: dict) -> None:
     mod = candidate("fused_add_rmsnorm", "triton_fused_add_rmsnorm.py")
     x, r, w = randn(t, h, seed=1), randn(t, h, seed=2) * 4, randn(h, seed=3)
-    out, res_out = mod.fused_add_rmsnorm(x, r, w, 1e-5, num_warps=4)
+    out, res_out = mod.fused_add_rmsnorm(x, r, w, 1e-5, config=config)
     summed = (x.double() + r.double()).to(torch.bfloat16)
     # The new residual is exactly the bf16-rounded sum, and the norm is taken of that rounded value.
     assert torch.equal(res_out.cpu(), summed.cpu())
@@ -219,7 +228,7 @@ def test_cross_entropy(t: int, splits: tuple[int, int]) -> None:
     targets = torch.randint(0, v, (t,), generator=torch.Generator().manual_seed(2)).to(DEVICE)
     if t > 1:
         targets[1] = -100  # PyTorch's ignore_index: loss 0
-    loss = mod.cross_entropy(logits, targets, config={"BLOCK_V": 64, "num_warps": 4}, splits=splits)
+    loss = mod.cross_entropy(logits, targets, config={"BLOCK_V": 64, "STAGES": 2, "num_warps": 4}, splits=splits)
     lf = logits.double()
     want = torch.logsumexp(lf, -1) - lf.gather(1, targets.clamp(min=0)[:, None])[:, 0]
     want = torch.where(targets == -100, 0.0, want)
@@ -247,12 +256,14 @@ def test_cross_entropy_split_plan() -> None:
 
 @pytest.mark.parametrize("t", T_SIZES)
 @pytest.mark.parametrize("block_t", [1, 4])  # 4: a token block past the end of ids (T = 1, 3, 17)
-def test_embedding(t: int, block_t: int) -> None:
+@pytest.mark.parametrize("progs_per_sm", [1, 1 << 20])  # 4 programs looping over blocks; one block each
+def test_embedding(t: int, block_t: int, progs_per_sm: int) -> None:
     mod = candidate("embedding", "triton_embedding.py")
     v, h = 50, 40  # 40 columns in a 64-wide block
     table = randn(v, h, seed=1)
     ids = torch.randint(0, v, (t,), generator=torch.Generator().manual_seed(2)).to(DEVICE)
-    out = mod.embedding(ids, table, config={"BLOCK_T": block_t, "num_warps": 4})
+    config = {"PROGS_PER_SM": progs_per_sm, "BLOCK_T": block_t, "STAGES": 2, "num_warps": 4}
+    out = mod.embedding(ids, table, config=config)
     assert torch.equal(out.cpu(), table.cpu()[ids.cpu()])  # a copy: exact
 
 
@@ -260,7 +271,7 @@ def test_embedding_out_of_range_ids_give_zero_rows() -> None:
     mod = candidate("embedding", "triton_embedding.py")
     table = randn(10, 16, seed=1)
     ids = torch.tensor([3, -1, 10, 9]).to(DEVICE)
-    out = mod.embedding(ids, table, config={"BLOCK_T": 2, "num_warps": 4}).cpu()
+    out = mod.embedding(ids, table, config={"PROGS_PER_SM": 1, "BLOCK_T": 2, "STAGES": 1, "num_warps": 4}).cpu()
     assert torch.equal(out[0], table.cpu()[3]) and torch.equal(out[3], table.cpu()[9])
     assert not out[1].any() and not out[2].any()
 
@@ -319,7 +330,7 @@ def test_rmsnorm_backward(t: int, h: int) -> None:
     y = xd * torch.rsqrt(xd.square().mean(-1, keepdim=True) + 1e-5) * wd
     y.backward(dy.double().cpu())
     for plan in (None, (min(t, 2), -(-t // min(t, 2)))):  # the default plan, and rows split over 2 programs
-        dx, dw = mod.rmsnorm_backward(dy, x, w, 1e-5, num_warps=4, plan=plan)
+        dx, dw = mod.rmsnorm_backward(dy, x, w, 1e-5, config={"STAGES": 2, "num_warps": 4}, plan=plan)
         assert dx.dtype == torch.bfloat16 and dw.dtype == torch.float32
         assert_close(dx, xd.grad, atol=1e-2, rtol=2e-2)
         assert_close(dw, wd.grad, atol=1e-3, rtol=1e-4)
@@ -348,3 +359,16 @@ def test_kv_cache_append_in_place(b: int) -> None:
     k_out, v_out = mod.kv_cache_append(k_cache, v_cache, k_new, v_new, positions)
     assert k_out.data_ptr() == k_cache.data_ptr() and v_out.data_ptr() == v_cache.data_ptr()
     assert torch.equal(k_out.cpu(), k_want.cpu()) and torch.equal(v_out.cpu(), v_want.cpu())
+
+
+@pytest.mark.parametrize("t", T_SIZES)
+@pytest.mark.parametrize("subtile", [False, True])
+def test_tma_gate_up_swiglu(t: int, subtile: bool) -> None:
+    mod = candidate("gate_up_swiglu", "triton_tma_gate_up_swiglu.py")
+    f, k = 40, 80  # the last gate tile reads up rows (clipped on store); the last up tile runs off the end
+    x, w = randn(t, k, seed=1), randn(2 * f, k, seed=2) * k ** -0.5
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2, "EPILOGUE_SUBTILE": subtile,
+              "EPI_N": 8 if subtile else 16}
+    out = mod.tma_gate_up_swiglu(x, w, config=config)
+    proj = x.double() @ w.double().t()
+    assert_close(out, swiglu_f32(proj[:, :f], proj[:, f:]), atol=1e-2, rtol=2e-2)

@@ -1,8 +1,9 @@
 """Triton per-token cross-entropy over the Llama-3 vocabulary: loss = logsumexp(logits) - logits[target].
 
-One pass over the logits: each program streams its slice of a row in BLOCK_V chunks and keeps an
-online (max, sum of exp) pair in fp32, rescaling the sum when the max grows, so every logit is read
-exactly once and exponentiated once. The target logit is one scalar load.
+One pass over the logits: each program streams its slice of a row in BLOCK_V chunks (a pipelined
+`tl.range`, so the next chunks' loads are in flight) and keeps an online (max, sum of exp) pair in
+fp32, rescaling the sum when the max grows, so every logit is read exactly once and exponentiated
+once. The target logit is one scalar load.
 
 Large T: one program per row writes the loss directly. Small T (decode-sized batches) would leave
 most SMs idle on a 128k-wide row, so the row is split over several programs that write partial
@@ -16,7 +17,10 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIGS = [triton.Config({"BLOCK_V": b}, num_warps=w) for b, w in ((2048, 4), (4096, 8), (8192, 8), (8192, 16))]
+# (BLOCK_V, warps, STAGES): STAGES > 1 keeps the next chunks' loads in flight (tl.range num_stages).
+CONFIGS = [triton.Config({"BLOCK_V": b, "STAGES": s}, num_warps=w)
+           for b, w, s in ((2048, 4, 1), (4096, 8, 1), (8192, 8, 1), (8192, 16, 1), (4096, 4, 3), (4096, 8, 2),
+                           (8192, 8, 2))]
 IGNORE_INDEX = -100
 SPLIT_GRANULE = 2048  # a split covers a multiple of this many columns
 PROGRAMS_PER_SM = 4  # split rows until about this many programs per SM are in flight
@@ -32,7 +36,7 @@ def _target_loss(logits_row, target, n_cols, lse):
 @triton.jit
 def ce_partial_kernel(logits_ptr, targets_ptr, loss_ptr, part_max_ptr, part_sum_ptr,
                       n_rows, n_cols, stride_row, cols_per_split,
-                      SPLITS: tl.constexpr, BLOCK_V: tl.constexpr):
+                      SPLITS: tl.constexpr, BLOCK_V: tl.constexpr, STAGES: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     row_ptr = logits_ptr + row * stride_row
@@ -41,7 +45,7 @@ def ce_partial_kernel(logits_ptr, targets_ptr, loss_ptr, part_max_ptr, part_sum_
     offs = tl.arange(0, BLOCK_V)
     m = float("-inf")  # running max and sum of exp(x - m), fp32 scalars carried through the loop
     s = 0.0
-    for start in range(lo, hi, BLOCK_V):
+    for start in tl.range(lo, hi, BLOCK_V, num_stages=STAGES):
         cols = start + offs
         x = tl.load(row_ptr + cols, mask=cols < hi, other=float("-inf"), eviction_policy="evict_first")
         x = x.to(tl.float32)
@@ -94,7 +98,7 @@ def plan_splits(n_rows: int, n_cols: int, num_sms: int) -> tuple[int, int]:
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, config: dict | None = None,
                   splits: tuple[int, int] | None = None) -> torch.Tensor:
-    """Per-row loss (float32). ``config`` ({"BLOCK_V", "num_warps"}) skips autotuning; ``splits``
+    """Per-row loss (float32). ``config`` ({"BLOCK_V", "STAGES", "num_warps"}) skips autotuning; ``splits``
     ((splits, columns per split)) overrides the plan."""
     if logits.stride(-1) != 1:
         logits = logits.contiguous()

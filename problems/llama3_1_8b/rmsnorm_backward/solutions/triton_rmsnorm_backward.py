@@ -1,7 +1,8 @@
 """Triton RMSNorm backward: grad_x row by row and grad_weight as a two-stage column reduction.
 
-Stage 1 runs about four programs per SM. Each takes a contiguous band of rows and, per row, reads
-dy and x once, recomputes rstd (nothing is saved from the forward), and writes
+Stage 1 runs about four programs per SM. Each takes a contiguous band of rows and walks it in a
+pipelined `tl.range` (the next rows' loads are in flight while the current one is reduced). Per
+row it reads dy and x once, recomputes rstd (nothing is saved from the forward), and writes
     grad_x = rstd * (dy*w - xhat * mean(dy*w * xhat)),   xhat = x * rstd
 in bf16, while it accumulates dy * xhat for grad_weight in fp32 registers. Each program writes
 its [H] partial once. Stage 2 sums the partials column-block by column-block in a fixed order,
@@ -15,7 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-WARP_CONFIGS = [triton.Config({}, num_warps=w) for w in (4, 8, 16)]
+# (warps, STAGES): STAGES > 1 keeps the next rows' loads in flight (tl.range num_stages).
+CONFIGS = [triton.Config({"STAGES": s}, num_warps=w) for w, s in ((4, 1), (8, 1), (16, 1), (4, 3), (8, 2), (8, 3))]
 PROGRAMS_PER_SM = 4
 MIN_ROWS_PER_PROGRAM = 4  # fewer programs for small T, so the partials stay small next to the rows
 REDUCE_BLOCK_P, REDUCE_BLOCK_H = 32, 64
@@ -23,7 +25,7 @@ REDUCE_BLOCK_P, REDUCE_BLOCK_H = 32, 64
 
 @triton.jit
 def rmsnorm_bwd_rows_kernel(dy_ptr, x_ptr, w_ptr, dx_ptr, partial_ptr, n_rows, n_cols, rows_per_program,
-                            stride_dy, stride_x, stride_dx, eps, BLOCK: tl.constexpr):
+                            stride_dy, stride_x, stride_dx, eps, BLOCK: tl.constexpr, STAGES: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -35,7 +37,7 @@ def rmsnorm_bwd_rows_kernel(dy_ptr, x_ptr, w_ptr, dx_ptr, partial_ptr, n_rows, n
     dy_row = dy_ptr + first.to(tl.int64) * stride_dy
     x_row = x_ptr + first.to(tl.int64) * stride_x
     dx_row = dx_ptr + first.to(tl.int64) * stride_dx
-    for _ in range(first, last):
+    for _ in tl.range(first, last, num_stages=STAGES):
         dy = tl.load(dy_row + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
@@ -69,7 +71,7 @@ def _quick_bench(kernel_call, quantiles):
     return do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
-_tuned_rows = triton.autotune(do_bench=_quick_bench, configs=WARP_CONFIGS,
+_tuned_rows = triton.autotune(do_bench=_quick_bench, configs=CONFIGS,
                               key=["n_rows", "n_cols"])(rmsnorm_bwd_rows_kernel)
 
 
@@ -85,9 +87,10 @@ def plan_programs(n_rows: int, num_sms: int) -> tuple[int, int]:
 
 
 def rmsnorm_backward(grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float,
-                     num_warps: int | None = None, plan: tuple[int, int] | None = None
+                     config: dict | None = None, plan: tuple[int, int] | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(grad_x, grad_weight fp32). ``num_warps`` skips autotuning; ``plan`` overrides (programs, rows each)."""
+    """(grad_x, grad_weight fp32). ``config`` ({"STAGES", "num_warps"}) skips autotuning; ``plan``
+    overrides (programs, rows each)."""
     dy = grad_out.reshape(-1, grad_out.shape[-1]).contiguous()
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     n_rows, n_cols = x2.shape
@@ -97,10 +100,10 @@ def rmsnorm_backward(grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tens
     args = (dy, x2, weight.contiguous(), dx, partial, n_rows, n_cols, rows_per_program,
             dy.stride(0), x2.stride(0), dx.stride(0), float(eps))
     block = triton.next_power_of_2(n_cols)
-    if num_warps is None:
+    if config is None:
         _tuned_rows[(n_prog,)](*args, BLOCK=block)
     else:
-        rmsnorm_bwd_rows_kernel[(n_prog,)](*args, BLOCK=block, num_warps=num_warps)
+        rmsnorm_bwd_rows_kernel[(n_prog,)](*args, BLOCK=block, **config)
     grad_weight = torch.empty(n_cols, device=x.device, dtype=torch.float32)
     column_sum_kernel[(triton.cdiv(n_cols, REDUCE_BLOCK_H),)](
         partial, grad_weight, n_prog, n_cols, BLOCK_P=REDUCE_BLOCK_P, BLOCK_H=REDUCE_BLOCK_H, num_warps=4)
