@@ -7,7 +7,8 @@ _compiled = None
 
 
 def _eager(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.layer_norm(x + residual, (x.shape[-1],), weight, bias, eps)
+    h = x.float() + residual.float()
+    return F.layer_norm(h, (x.shape[-1],), weight.float(), bias.float(), eps).to(x.dtype)
 
 
 def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:

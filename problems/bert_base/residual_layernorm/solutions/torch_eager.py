@@ -1,8 +1,13 @@
-"""Straightforward PyTorch, as transformers' BertSelfOutput: bf16 add, then F.layer_norm."""
+"""Straightforward PyTorch: the residual add and F.layer_norm in float32, rounded once.
+
+transformers adds in bf16 first; that rounding (ulp 0.06 at |h| ~ 10) reaches the output on rare
+elements beyond the tolerance a fused add + LayerNorm kernel meets.
+"""
 
 import torch
 import torch.nn.functional as F
 
 
 def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.layer_norm(x + residual, (x.shape[-1],), weight, bias, eps)
+    h = x.float() + residual.float()
+    return F.layer_norm(h, (x.shape[-1],), weight.float(), bias.float(), eps).to(x.dtype)

@@ -7,8 +7,8 @@ _compiled = None
 
 
 def _eager(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
-    normed = F.layer_norm(x, (x.shape[-1],), eps=eps)
-    return normed * (1 + scale[:, None, :]) + shift[:, None, :]
+    normed = F.layer_norm(x.float(), (x.shape[-1],), eps=eps)
+    return (normed * (1 + scale.float()[:, None, :]) + shift.float()[:, None, :]).to(x.dtype)
 
 
 def run(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
