@@ -48,6 +48,7 @@ class CandidateSlot:
     load_sent_at: float = 0.0
     first_call: bool = True  # the next call is the worker's first: it gets the compile timeout
     log_start: int = 0
+    startup: dict[str, float] = field(default_factory=dict)  # start and load times, for the next record
 
     def spawn(self) -> None:
         """Start the worker process now; it imports torch while other work goes on."""
@@ -90,6 +91,8 @@ class CandidateSlot:
             if reply.get("ok") is not True:
                 return self._load_failed(failure_from_reply(reply, "loading the candidate"))
             self.state = "ready"
+            self.startup = {"worker_start_s": self.client.ready_at - self.client.spawned_at,
+                            "load_s": time.monotonic() - self.load_sent_at}
         else:
             self.log_start = self.client.log_size()
         return None
@@ -139,6 +142,7 @@ class EvaluationContext:
     timing_config: dict[str, Any]
     gpu_uuid: str | None = None
     telemetry: dict[str, Any] = field(default_factory=dict)
+    harness: dict[str, float] = field(default_factory=dict)  # where the harness's wall time went
 
     @property
     def device_type(self) -> str:
@@ -206,6 +210,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     correctness: dict[str, Any] = {"atol": cases.tolerance.atol, "rtol": cases.tolerance.rtol,
                                    "max_mismatch_ratio": cases.tolerance.max_mismatch_ratio, "rounds": rounds}
     phase = "round 1"
+    clock = time.monotonic()
     try:
         for r, case in enumerate(cases.rounds):
             phase = f"round {r + 1}"
@@ -218,8 +223,11 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                              limit, message_bytes([case]), f"run() in {phase}")
             if first:
                 deadline = time.monotonic() + ctx.timeout_s
+                ctx.harness["first_call_s"] = time.monotonic() - clock
             findings.extend(_findings(reply))
             rounds.append({"round": r + 1, "outputs": _check_call(ctx, case, reply, phase)})
+        ctx.harness["rounds_s"] = time.monotonic() - clock
+        clock = time.monotonic()
         phase = "timing"
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": ctx.timing_config}
@@ -230,9 +238,12 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
             finally:
                 sampler.stop()
                 ctx.telemetry.update(sampler.result())
+        ctx.harness["timing_request_s"] = time.monotonic() - clock
+        clock = time.monotonic()
         findings.extend(_findings(reply))
         timing = _valid_timing(reply.get("timing"))
         correctness["timed"] = _recheck_timed(ctx, reply)
+        ctx.harness["recheck_s"] = time.monotonic() - clock
         phase = "done"
     except _Stop as stop:
         ev = stop.evaluation

@@ -145,7 +145,9 @@ class Runner:
         if self.options.device.startswith("cuda"):
             import torch
 
-            torch.cuda.set_device(torch.device(self.options.device))
+            dev = torch.device(self.options.device)
+            if dev.index is not None:  # plain "cuda" means the current device
+                torch.cuda.set_device(dev)
         self.environment = collect_environment(self.options.device)
         self.environment["seed"] = self.options.seed  # null: a random seed, kept secret
         self.device_name = device_name(self.options.device, self.environment)
@@ -181,6 +183,8 @@ class Runner:
                     ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s,
                                             self._timing_config(), self.environment.get("gpu_uuid"))
                     evaluation = self._evaluate(slot, ctx)
+                    ctx.harness.update(slot.startup)
+                    slot.startup = {}
                     review = ReviewContext(problem, workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
                     evaluation = self._verdict(evaluation, review)
                     record = build_record(
@@ -188,7 +192,7 @@ class Runner:
                         evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind,
                         device=opts.device, device_name=self.device_name, environment=self.environment,
                         telemetry=ctx.telemetry or {"available": False, "reason": "not measured (no timing)"},
-                        log=slot.log(opts.log_bytes), run_id=self.run_id,
+                        log=slot.log(opts.log_bytes), run_id=self.run_id, harness=ctx.harness,
                     )
                     if evaluation.status != Status.PASSED:
                         slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)

@@ -112,7 +112,9 @@ def build_record(
     telemetry: dict[str, Any],
     log: str,
     run_id: str,
+    harness: dict[str, float] | None = None,
 ) -> ResultRecord:
+    """The record of one evaluation; ``harness`` (where the harness's own time went) nests below."""
     passed = evaluation.status == Status.PASSED
     t = evaluation.median_s if passed else None
     flags = list(evaluation.flags)
@@ -157,4 +159,5 @@ def build_record(
         telemetry=telemetry,
         environment=environment,
         log=log,
+        harness=dict(harness or {}),
     )

@@ -76,6 +76,7 @@ class WorkerClient:
         self.returncode: int | None = None
         self.spawned_at = 0.0
         self.ready = False
+        self.ready_at = 0.0
 
     # --- lifecycle -----------------------------------------------------------------------------
     def spawn(self) -> None:
@@ -107,6 +108,7 @@ class WorkerClient:
             self._stop()
             raise WorkerStartError(f"the worker process sent {str(hello)[:200]} instead of hello")
         self.ready = True
+        self.ready_at = time.monotonic()
 
     def is_ready(self) -> bool:
         """True once the worker's hello can be read without waiting (then it has been read)."""
