@@ -31,7 +31,6 @@ NUMERIC_COLUMNS = ("time_s", "sol", "flops", "bytes", "t_ideal_s", "t_compute_s"
 TEXT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec", "bound", "timestamp",
                 "solbench_version", "roof", "compute_dtype", "reason", "log")
 FAILURE_STATUSES = tuple(s.value for s in Status if s is not Status.PASSED)
-ROOFS = ("datasheet", "measured")
 # Identity of one measurement: the same line read twice (a file and its folder both given) is one record.
 _IDENTITY = ("problem", "workload", "solution", "status", "gpu_spec", "roof", "timestamp", "time_s", "run_id")
 
@@ -59,7 +58,9 @@ def load_results(paths: str | Path | Iterable[str | Path], *, warn: bool = True)
 def records_frame(records: Sequence[dict], warnings_in: Sequence[str] = ()) -> pd.DataFrame:
     """The normalised DataFrame of already-parsed record dicts (see :func:`load_results`)."""
     found = list(warnings_in)
-    df = pd.json_normalize(list(records), sep=".") if records else pd.DataFrame()
+    # Two levels (``telemetry.sm_clock_mhz.min``); deeper dicts (per-kernel CUPTI tables keyed by kernel
+    # name) stay one cell each rather than becoming a column per kernel name.
+    df = pd.json_normalize(list(records), sep=".", max_level=2) if records else pd.DataFrame()
     if "_source" in df.columns:
         df = df.rename(columns={"_source": "source"})
     for col in (*CONTRACT_COLUMNS, *NUMERIC_COLUMNS, *TEXT_COLUMNS, "source", "run_id", "tags", "flags"):
@@ -142,16 +143,19 @@ def _gpu_id(gpu_spec: object, device: object) -> str:
 
 
 def pick_roof(df: pd.DataFrame, roof: str | None) -> str:
-    """The roof to score against: the one asked for, else datasheet when present, else measured."""
+    """The roof to score against: the one asked for, else datasheet when present, else measured (or
+    whatever single roof the records have, e.g. a CPU 'estimate')."""
     present = set(df["roof"].dropna().unique())
     if roof is not None:
-        if roof not in ROOFS:
-            raise ResultsError(f"--roof {roof!r}: pick one of {', '.join(ROOFS)}")
-        if present and roof not in present:
-            raise ResultsError(f"no records scored against the {roof} roof (these have: {', '.join(sorted(present))}); "
-                               f"pass --roof {sorted(present)[0]}")
+        if roof not in present:
+            have = ", ".join(sorted(present)) or "none"
+            raise ResultsError(f"--roof {roof}: no records scored against that roof (these have: {have}); "
+                               f"pass --roof {sorted(present)[0] if present else 'datasheet'}")
         return roof
-    return "datasheet" if "datasheet" in present or not present else sorted(present)[0]
+    for preferred in ("datasheet", "measured"):
+        if preferred in present:
+            return preferred
+    return sorted(present)[0] if present else "datasheet"
 
 
 def _match_any(values: pd.Series, patterns: Sequence[str]) -> pd.Series:

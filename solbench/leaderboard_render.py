@@ -50,7 +50,7 @@ STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE
                 "REWARD_HACK": "HACK"}
 
 
-def _failures(row: pd.Series, short: bool = False) -> str:
+def _failures(row: dict, short: bool = False) -> str:
     return ", ".join(f"{STATUS_SHORT[s] if short else s} {int(row[s])}" for s in FAILURE_STATUSES if row[s]) or "-"
 
 
@@ -65,7 +65,7 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
     for (prob, gpu), g in lb.problems.groupby(["problem", "gpu"], sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['workloads_passed']}/{r['workloads_total']}",
                  fmt_sol(r["geomean_sol"]), fmt_sol(r["min_sol"]), _failures(r, short), one_line(r["note"])]
-                for _, r in g.iterrows()]
+                for r in g.to_dict("records")]
         out.append(DisplayTable(f"{prob} on {gpu} ({lb.roof} roof)", "problem", prob, gpu, PROBLEM_HEADERS, rows,
                                 g["disqualified"].tolist()))
     for gpu, g in lb.overall.groupby("gpu", sort=True):
@@ -73,7 +73,7 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
                  f"{r['workloads_passed']}/{r['workloads_attempted']}", fmt_sol(r["geomean_sol"]),
                  fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r, short),
                  one_line(r["note"])]
-                for _, r in g.iterrows()]
+                for r in g.to_dict("records")]
         out.append(DisplayTable(f"Overall on {gpu} ({lb.roof} roof)", "overall", None, gpu, OVERALL_HEADERS, rows,
                                 g["disqualified"].tolist()))
     return out

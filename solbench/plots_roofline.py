@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import matplotlib as mpl
 import numpy as np
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .errors import SolbenchError, SpecError
-from .hardware import HardwareSpec, list_specs, load_spec
+from .hardware import HardwareSpec, list_specs, load_spec, spec_dirs
 from .html import fmt_si
 from .plots_style import FIXED_LAYOUT, RC, candidate_order, candidate_styles, footnote, label
 from .ranking import best_results
@@ -98,10 +99,17 @@ def resolve_roofs(gpu: str, records: pd.DataFrame, specs: list[HardwareSpec] | N
 
 
 def _all_specs() -> list[HardwareSpec]:
+    """Every spec file, parsed once per process while the files stay the same (a report draws many charts)."""
+    files = tuple((str(f), f.stat().st_mtime_ns) for d in spec_dirs() if d.is_dir() for f in sorted(d.glob("*.yaml")))
+    return list(_parsed_specs(files))
+
+
+@lru_cache(maxsize=4)
+def _parsed_specs(files: tuple[tuple[str, int], ...]) -> tuple[HardwareSpec, ...]:
     try:
-        return list_specs()
+        return tuple(list_specs())
     except SpecError:
-        return []  # a broken spec file elsewhere must not stop a chart; the records' roof is used
+        return ()  # a broken spec file elsewhere must not stop a chart; the records' roof is used
 
 
 def _spread(positions: list[float], gap: float) -> list[float]:
@@ -153,9 +161,12 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
     gpu = _one_gpu(records)
     roof_kind = str(records["roof"].iloc[0])
     best = best_results(records)
-    best = best[(best["arithmetic_intensity"] > 0) & (best["achieved_flops_per_s"] > 0)]
+    plottable = (best["arithmetic_intensity"] > 0) & (best["achieved_flops_per_s"] > 0)
+    no_flops = int((~plottable).sum())  # pure data movement (0 FLOPs) has no place on a FLOP/s axis
+    best = best[plottable]
     if best.empty:
-        raise SolbenchError("no PASSED result with FLOPs and a time to plot: a roofline needs at least one")
+        raise SolbenchError("no PASSED result with FLOPs to plot: a roofline plots FLOP/s (problems that only move "
+                            "data count 0 FLOPs); use `solbench plot sol` for those")
     roofs = resolve_roofs(gpu, records, specs)
     with mpl.rc_context(RC):
         fig = Figure(figsize=(12, 6.6))
@@ -203,6 +214,8 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
         _legend(fig, order, styles, roofs, hacked, top, problems if 1 < n_problems <= MAX_NUMBERED_PROBLEMS else [])
         skipped = int((records["status"] != "PASSED").sum())
         extra = [f"{skipped} failed result(s) not plotted"] if skipped else []
+        if no_flops:
+            extra.append(f"{no_flops} result(s) with 0 FLOPs (data movement only) not plotted")
         fig.text(0.105, 0.035, footnote(records, roof_kind, extra), fontsize=7.5, color="#555", ha="left", wrap=True)
     return fig
 

@@ -86,19 +86,28 @@ def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame
                                            best.loc[best["problem"] == prob, "solution"],
                                            best.loc[best["problem"] == prob, "sol"], strict=True)}
     show_values = len(wl) * n <= MAX_VALUE_LABELS
+    hatches = [MEMORY_HATCH if b == "memory" else None for b in wl["bound"]]
     for j, cand in enumerate(cands):
         xs = np.arange(len(wl)) - 0.42 + width * (j + 0.5)
-        for x, (w, row) in zip(xs, wl.iterrows(), strict=True):
-            hatch = MEMORY_HATCH if row["bound"] == "memory" else None
-            sol = sol_of.get((w, cand))
-            if sol is not None:
-                ax.bar(x, sol, width * 0.92, color=styles[cand].color, hatch=hatch, edgecolor="white", linewidth=0.4,
-                       alpha=0.45 if cand in hacked else 1.0)
-                if show_values:
+        bars: list[tuple[float, float, str | None]] = []
+        failed: list[tuple[float, str]] = []
+        for x, w, hatch in zip(xs, wl.index, hatches, strict=True):
+            if (sol := sol_of.get((w, cand))) is not None:
+                bars.append((x, sol, hatch))
+            elif (status := failures.get((prob, w, cand))) is not None:
+                failed.append((x, status))
+        if bars:  # one call per candidate: a bar() call per bar costs more than drawing it
+            bx, bs, bh = zip(*bars, strict=True)
+            ax.bar(bx, bs, width * 0.92, color=styles[cand].color, hatch=list(bh), edgecolor="white",
+                   linewidth=0.4, alpha=0.45 if cand in hacked else 1.0)
+            if show_values:
+                for x, sol in zip(bx, bs, strict=True):
                     ax.text(x, sol + ymax * 0.015, f"{sol:.2f}", ha="center", va="bottom", fontsize=6.5,
                             rotation=90 if n > 3 else 0, color="#333")
-            elif (status := failures.get((prob, w, cand))) is not None:
-                ax.plot([x], [ymax * 0.03], marker="x", color=styles[cand].color, ms=6, mew=1.6)
+        if failed:
+            fx = [x for x, _ in failed]
+            ax.plot(fx, [ymax * 0.03] * len(fx), ls="none", marker="x", color=styles[cand].color, ms=6, mew=1.6)
+            for x, status in failed:
                 ax.text(x, ymax * 0.07, STATUS_SHORT.get(status, status[:4]), ha="center", va="bottom",
                         fontsize=6.5, rotation=90, color="#555")
     ax.axhline(1.0, color="#c0392b", ls="--", lw=1.1, zorder=0)

@@ -86,22 +86,24 @@ def _assign_ranks(table: pd.DataFrame, group: list[str], order: list[str]) -> pd
                               ascending=[True] * len(group) + [False] * (len(order) + 1) + [True])
     ranks: list[float] = []
     prev: tuple | None = None
+    rank = 0
     seen: dict[tuple, int] = {}
-    for idx, row in table.iterrows():
-        if not rankable[idx]:
+    for ok, row in zip(rankable[table.index], table.to_dict("records"), strict=True):
+        if not ok:
             ranks.append(np.nan)
             continue
         g = tuple(row[c] for c in group)
         seen[g] = seen.get(g, 0) + 1
         key = (g, *(row[c] for c in order), row["_gm"])
-        ranks.append(ranks[-1] if key == prev else seen[g])
-        prev = key
+        if key != prev:  # a tie keeps the rank of the row it ties with
+            prev, rank = key, seen[g]
+        ranks.append(rank)
     table["rank"] = pd.array(ranks, dtype="Int64")
     table = table.sort_values([*group, "rank", "candidate"], na_position="last", kind="stable")
     return table.drop(columns=["_gm"]).reset_index(drop=True)
 
 
-def _note(row: pd.Series) -> str:
+def _note(row: dict) -> str:
     """What the numbers alone do not say (the passed counts already show partial passes)."""
     if row["disqualified"]:
         return f"{HACK}: not ranked"  # the templates key on this prefix
@@ -128,7 +130,7 @@ def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     table["complete"] = (table["workloads_passed"] == table["workloads_total"]) & ~table["disqualified"]
     table = table.rename(columns={"solution": "candidate"})
     table = _assign_ranks(table, ["problem", "gpu"], ["workloads_passed"])
-    table["note"] = [_note(r) for _, r in table.iterrows()]
+    table["note"] = [_note(r) for r in table.to_dict("records")]
     cols = ["problem", "gpu", "rank", "candidate", "workloads_passed", "workloads_total", "geomean_sol", "min_sol",
             "max_sol", "complete", "disqualified", "above_roof", *FAILURE_STATUSES, "note"]
     return table[cols]
@@ -158,7 +160,7 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
     # Whole problems passed, then workloads passed: a candidate that fails more never outranks one
     # that fails less, whatever its SOL.
     table = _assign_ranks(table, ["gpu"], ["problems_passed", "workloads_passed"])
-    table["note"] = [_note(r) for _, r in table.iterrows()]
+    table["note"] = [_note(r) for r in table.to_dict("records")]
     cols = ["gpu", "rank", "candidate", "problems_passed", "problems_attempted", "workloads_passed",
             "workloads_attempted", "geomean_sol", "share_sol_ge_0_5", "share_sol_ge_0_8", "disqualified",
             "above_roof", *FAILURE_STATUSES, "note"]

@@ -53,6 +53,12 @@ def _chart_uri(job: tuple[str, pd.DataFrame, str]) -> str:
     return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
 
 
+def _has_roofline(records: pd.DataFrame) -> bool:
+    """A roofline needs a PASSED result that does FLOPs (pure data movement has none to plot)."""
+    ok = (records["status"] == "PASSED") & (records["flops"] > 0) & (records["achieved_flops_per_s"] > 0)
+    return bool(ok.any())
+
+
 def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> list[str]:
     """Charts are most of a report's time: draw them in parallel processes when there are many."""
     if workers is None:
@@ -90,12 +96,15 @@ def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
         groups = dict(iter(lb.records.groupby(["problem", "gpu"], sort=True)))
         for s in sections:
             recs = groups[s.key]
-            for kind in ("roofline", "sol") if (recs["status"] == "PASSED").any() else ("sol",):
+            if not _has_roofline(recs):
+                s.note = ("No roofline: no PASSED result here does FLOPs (a problem that only moves data is "
+                          "judged by bandwidth; see the SOL chart and the TB/s column).")
+            for kind in ("roofline", "sol") if _has_roofline(recs) else ("sol",):
                 jobs.append((kind, recs, charts))
                 owners.append(s.charts)
         if lb.records["problem"].nunique() > 1:
             for _, recs in lb.records.groupby("gpu", sort=True):
-                if (recs["status"] == "PASSED").any():
+                if _has_roofline(recs):
                     jobs.append(("overview", recs, charts))
                     owners.append(overview)
     for (kind, recs, _), owner, uri in zip(jobs, owners, _render(jobs, workers), strict=True):

@@ -15,6 +15,7 @@ from .ranking import Leaderboard
 
 LOG_LIMIT = 4000  # characters of a failure's log kept in the report
 MAX_FAILURES = 1000  # failure rows listed; the rest are counted
+SHORT_LIST = 6  # list values up to this long are shown; longer ones only by their size
 
 
 @dataclass
@@ -49,6 +50,7 @@ class ProblemSection:
     candidates: list[str]
     rows: list[WorkloadRow]
     key: tuple[str, str] = ("", "")  # the raw (problem, gpu) of its records
+    note: str = ""
     charts: list[tuple[str, str, str]] = field(default_factory=list)  # (data URI, alt text, caption)
 
 
@@ -60,17 +62,17 @@ def _num(x: object) -> float | None:
     return None if math.isnan(v) else v
 
 
-def _axes_text(rec: pd.Series) -> str:
-    pairs = [(c.split(".", 1)[1], rec[c]) for c in rec.index if c.startswith("axes.") and _num(rec[c]) is not None]
-    return ", ".join(f"{k}={int(float(v))}" for k, v in pairs)
+def _axes_text(rec: dict, axes_cols: list[str]) -> str:
+    pairs = [(c.split(".", 1)[1], _num(rec[c])) for c in axes_cols]
+    return ", ".join(f"{k}={int(v)}" for k, v in pairs if v is not None)
 
 
-def _cell(best_row: pd.Series | None, failure: pd.Series | None) -> Cell | None:
-    if best_row is not None:
-        t = _num(best_row["time_s"])
-        return Cell("PASSED", fmt_si(t, "s"), fmt_sol(_num(best_row["sol"])),
-                    _fixed(_num(best_row["achieved_flops_per_s"]), 1e12),
-                    _fixed(_num(best_row["achieved_bytes_per_s"]), 1e12), sol_value=_num(best_row["sol"]))
+def _cell(best: dict | None, failure: dict | None) -> Cell | None:
+    if best is not None:
+        sol = _num(best["sol"])
+        return Cell("PASSED", fmt_si(_num(best["time_s"]), "s"), fmt_sol(sol),
+                    _fixed(_num(best["achieved_flops_per_s"]), 1e12),
+                    _fixed(_num(best["achieved_bytes_per_s"]), 1e12), sol_value=sol)
     if failure is not None:
         return Cell(str(failure["status"]), reason=one_line(failure.get("reason") or "", 400))
     return None
@@ -80,44 +82,72 @@ def _fixed(x: float | None, scale: float) -> str:
     return "-" if x is None else f"{x / scale:.3g}"
 
 
+CELL_COLUMNS = ["workload", "solution", "status", "reason", "time_s", "sol", "achieved_flops_per_s",
+                "achieved_bytes_per_s"]
+
+
 def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
-    """One section per (problem, GPU): its ranking and its workloads x candidates table."""
-    rankings = {(t.problem, t.gpu): t for t in display_tables(lb) if t.kind == "problem"}
+    """One section per (problem, GPU): its ranking and its workloads x candidates table.
+
+    Everything is grouped once over all records (a report can have a hundred sections)."""
+    keys = ["problem", "gpu"]
     records = lb.records
+    rankings = {(t.problem, t.gpu): t for t in display_tables(lb) if t.kind == "problem"}
+    ranked_of: dict[tuple, list[str]] = {}
+    for r in lb.problems[[*keys, "candidate"]].to_dict("records"):
+        ranked_of.setdefault((r["problem"], r["gpu"]), []).append(r["candidate"])
+    cell_cols = [*keys, *CELL_COLUMNS]
+    best_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in lb.best[cell_cols].to_dict("records")}
+    failed = records[records["status"] != "PASSED"].sort_values("timestamp", na_position="first")
+    # The latest failure of a cell wins (dict insertion follows the sort).
+    fail_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in failed[cell_cols].to_dict("records")}
+    axes_cols = [c for c in records.columns if c.startswith("axes.")]
+    first_of = {(r["problem"], r["gpu"], r["workload"]): r for r in
+                records.drop_duplicates([*keys, "workload"])[[*keys, "workload", *axes_cols]].to_dict("records")}
+    wl = (records.groupby([*keys, "workload"]).agg(ai=("arithmetic_intensity", "median"), bound=("bound", "first"),
+                                                   t_ideal=("t_ideal_s", "median"))
+          .reset_index().sort_values([*keys, "ai"], na_position="last"))
+    workloads_of: dict[tuple, list[dict]] = {}
+    for r in wl.to_dict("records"):
+        workloads_of.setdefault((r["problem"], r["gpu"]), []).append(r)
+    meta = records.groupby(keys).agg(tags=("tags", lambda s: sorted({t for ts in s for t in ts})),
+                                     device=("device", lambda s: sorted({one_line(d, 80) for d in s.dropna()})))
     sections = []
-    for i, ((prob, gpu), recs) in enumerate(records.groupby(["problem", "gpu"], sort=True)):
-        ranking = rankings.get((prob, gpu))
-        ranked = lb.problems[(lb.problems["problem"] == prob) & (lb.problems["gpu"] == gpu)]["candidate"].tolist()
-        best = lb.best[(lb.best["problem"] == prob) & (lb.best["gpu"] == gpu)]
-        best_of = {(w, c): r for (w, c), r in zip(zip(best["workload"], best["solution"], strict=True),
-                                                   (r for _, r in best.iterrows()), strict=True)}
-        failed = recs[recs["status"] != "PASSED"].sort_values("timestamp", na_position="first")
-        fail_of = {(r["workload"], r["solution"]): r for _, r in failed.iterrows()}  # the latest failure wins
-        wl = recs.groupby("workload").agg(ai=("arithmetic_intensity", "median"), bound=("bound", "first"),
-                                          t_ideal=("t_ideal_s", "median"))
-        wl = wl.sort_values("ai", na_position="last")
-        first_of = recs.drop_duplicates("workload").set_index("workload")
+    for i, ((prob, gpu), info) in enumerate(meta.sort_index().iterrows()):
+        ranked = ranked_of.get((prob, gpu), [])
         rows = []
-        for w, info in wl.iterrows():
-            ai = _num(info["ai"])
+        for w in workloads_of[(prob, gpu)]:
+            name, ai = w["workload"], _num(w["ai"])
             rows.append(WorkloadRow(
-                workload=one_line(w), axes=_axes_text(first_of.loc[w]),
-                intensity="-" if ai is None else f"{ai:.3g}", bound=one_line(info["bound"] or "?"),
-                t_ideal=fmt_si(_num(info["t_ideal"]), "s"),
-                cells=[_cell(best_of.get((w, c)), fail_of.get((w, c))) for c in ranked]))
-        tags = sorted({t for ts in recs["tags"] for t in ts})
-        device = ", ".join(sorted({one_line(d, 80) for d in recs["device"].dropna()})) or "unknown"
-        sections.append(ProblemSection(f"p{i + 1}", one_line(prob), one_line(gpu), device, tags, ranking,
+                workload=one_line(name), axes=_axes_text(first_of[(prob, gpu, name)], axes_cols),
+                intensity="-" if ai is None else f"{ai:.3g}", bound=one_line(w["bound"] or "?"),
+                t_ideal=fmt_si(_num(w["t_ideal"]), "s"),
+                cells=[_cell(best_of.get((prob, gpu, name, c)), fail_of.get((prob, gpu, name, c))) for c in ranked]))
+        sections.append(ProblemSection(f"p{i + 1}", one_line(prob), one_line(gpu), ", ".join(info["device"]) or
+                                       "unknown", info["tags"], rankings.get((prob, gpu)),
                                        [one_line(c, 60) for c in ranked], rows, key=(prob, gpu)))
     return sections
 
 
 def _summary(values: pd.Series, limit: int = 4) -> str:
-    """Distinct values of one column, or the range of a numeric one."""
+    """Distinct values of one column, the range of a numeric one, or the sizes of a list-valued one
+    (a list of timing samples is data for a chart, not for a table)."""
     v = values.dropna()
+    if pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype):
+        if v.empty:
+            return ""
+        if v.nunique() > limit:
+            return f"{v.min():.6g} to {v.max():.6g} (median {v.median():.6g})"
+        v = v.map(lambda x: f"{x:g}")
     v = v[v.map(lambda x: not isinstance(x, (list, dict)) or bool(x))]
     if v.empty:
         return ""
+    if v.map(lambda x: isinstance(x, dict)).any():
+        return ""
+    if v.map(lambda x: isinstance(x, list) and len(x) > SHORT_LIST).any():
+        sizes = v.map(lambda x: len(x) if isinstance(x, list) else 1)
+        return f"lists of {sizes.min()} to {sizes.max()} values" if sizes.min() != sizes.max() else \
+            f"lists of {sizes.max()} values"
     flat = v.map(lambda x: ", ".join(map(str, x)) if isinstance(x, list) else x)
     nums = pd.to_numeric(flat, errors="coerce")
     if nums.notna().all() and flat.nunique() > limit:

@@ -129,7 +129,7 @@ def test_select_filters(results_file, measured_specs):
     ({"gpu": "mi300x"}, "--gpu mi300x matches no record"),
     ({"tag": "nothing"}, "--tag nothing matches no problem"),
     ({"candidate": "ghost"}, "--candidate ghost matches no record"),
-    ({"roof": "sideways"}, "pick one of datasheet, measured"),
+    ({"roof": "sideways"}, "--roof sideways: no records scored against that roof"),
 ])
 def test_select_errors_name_the_filter_and_what_exists(results_file, kwargs, message):
     df = load_results(results_file)

@@ -126,9 +126,14 @@ def test_ties_share_a_rank():
         if r.solution == "b":
             twin = next(x for x in rs.records if x.solution == "a" and (x.problem, x.workload) == (r.problem, r.workload))
             r.sol, r.time_s = twin.sol, twin.time_s
-    lb = leaderboard(records_frame(rs.dicts()), problem="toy.rmsnorm")
+    dicts = rs.dicts()
+    # "aa" ties with a and b too, but was caught hacking: sorted between them, it must not split the tie.
+    twins = [{**d, "solution": "aa"} for d in dicts if d["solution"] == "a"]
+    rms = next(d for d in twins if d["problem"] == "toy.rmsnorm")
+    hack = {**rms, "status": "REWARD_HACK", "time_s": None, "sol": None, "reason": "too fast"}
+    lb = leaderboard(records_frame([*dicts, *twins, hack]), problem="toy.rmsnorm")
     ranks = lb.problems.set_index("candidate")["rank"]
-    assert ranks["a"] == ranks["b"] == 1 and ranks["c"] == 3
+    assert ranks["a"] == ranks["b"] == 1 and ranks["c"] == 3 and pd.isna(ranks["aa"])
 
 
 def test_sol_above_one_is_noted(df):

@@ -32,11 +32,6 @@ class BoardFormat(str, Enum):
     json = "json"
 
 
-class Roof(str, Enum):
-    datasheet = "datasheet"
-    measured = "measured"
-
-
 class ChartFormat(str, Enum):
     svg = "svg"
     png = "png"
@@ -48,8 +43,8 @@ PROBLEM_OPT = typer.Option(None, "--problem", help="problem name or glob (llama3
 GPU_OPT = typer.Option(None, "--gpu", help="spec id (h200_sxm) or part of the device name; repeatable")
 TAG_OPT = typer.Option(None, "--tag", help="keep problems with this tag; repeatable")
 CANDIDATE_OPT = typer.Option(None, "--candidate", help="candidate name or glob; repeatable")
-ROOF_OPT = typer.Option(None, "--roof", help="score against the datasheet or measured roof [default: datasheet "
-                                             "when present]; never both at once")
+ROOF_OPT = typer.Option(None, "--roof", help="datasheet or measured: the roof SOL is computed against [default: "
+                                             "datasheet when present]; never both at once")
 
 
 def _load(paths: list[Path] | None):
@@ -83,14 +78,14 @@ def leaderboard(
     gpu: list[str] = GPU_OPT,
     tag: list[str] = TAG_OPT,
     candidate: list[str] = CANDIDATE_OPT,
-    roof: Roof = ROOF_OPT,
+    roof: str = ROOF_OPT,
 ) -> None:
     """Rank candidates per problem and GPU (workloads passed, then geomean SOL), and overall."""
     from ..leaderboard_render import format_leaderboard, print_leaderboard
     from ..ranking import leaderboard as build_leaderboard
 
     lb = build_leaderboard(_load(results), problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                           roof=roof.value if roof else None)
+                           roof=roof)
     if fmt == BoardFormat.table and output is None:
         print_leaderboard(lb, console)
         return
@@ -111,14 +106,14 @@ def plot_roofline_cmd(
     gpu: list[str] = GPU_OPT,
     tag: list[str] = TAG_OPT,
     candidate: list[str] = CANDIDATE_OPT,
-    roof: Roof = ROOF_OPT,
+    roof: str = ROOF_OPT,
     title: str = typer.Option(None, "--title", help="chart title [default: problem and GPU]"),
 ) -> None:
     """Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU)."""
     from ..plots import plot_roofline
 
     path = plot_roofline(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                         roof=roof.value if roof else None, title=title)
+                         roof=roof, title=title)
     _done("roofline", path)
 
 
@@ -130,14 +125,14 @@ def plot_sol_cmd(
     gpu: list[str] = GPU_OPT,
     tag: list[str] = TAG_OPT,
     candidate: list[str] = CANDIDATE_OPT,
-    roof: Roof = ROOF_OPT,
+    roof: str = ROOF_OPT,
     title: str = typer.Option(None, "--title", help="chart title"),
 ) -> None:
     """SOL bars per candidate and workload, one panel per problem; hatched = memory-bound (one GPU)."""
     from ..plots import plot_sol
 
     path = plot_sol(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                    roof=roof.value if roof else None, title=title)
+                    roof=roof, title=title)
     _done("SOL chart", path)
 
 
@@ -149,7 +144,7 @@ def report(
     gpu: list[str] = GPU_OPT,
     tag: list[str] = TAG_OPT,
     candidate: list[str] = CANDIDATE_OPT,
-    roof: Roof = ROOF_OPT,
+    roof: str = ROOF_OPT,
     title: str = typer.Option(None, "--title", help="page title"),
     charts: ChartFormat = typer.Option(ChartFormat.svg, "--charts", help="inline charts as svg, png, or none"),
     jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="processes drawing charts [default: per CPU]"),
@@ -159,6 +154,6 @@ def report(
 
     paths = results or [DEFAULT_RESULTS]
     path = write_report(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                        roof=roof.value if roof else None, title=title, charts=charts.value, workers=jobs,
+                        roof=roof, title=title, charts=charts.value, workers=jobs,
                         sources=[str(p) for p in paths])
     _done("report", path)
