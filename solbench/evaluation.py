@@ -57,11 +57,6 @@ class CandidateSlot:
             self.client.spawn()
             self.state, self.first_call, self.log_start = "spawned", True, 0
 
-    def advance(self, compile_timeout_s: float) -> None:
-        """Without waiting: send the load request if the worker has come up (for workers started ahead)."""
-        if self.state == "spawned" and self.client is not None and self.client.is_ready():
-            self.send_load(compile_timeout_s)
-
     def send_load(self, compile_timeout_s: float) -> None:
         """Wait for the worker to be up and ask it to import the candidate (the reply is read later)."""
         self.spawn()

@@ -1,12 +1,12 @@
 """The run loop (trusted parent): problems x workloads x candidates -> result records.
 
-For each problem and workload the parent makes the inputs (fresh seeds per round and per timing
-set, from a base seed that is random per run unless given) and the reference outputs once; then
-each candidate is evaluated on it in its own worker (:mod:`solbench.evaluation`). Candidates
-alternate within a workload, so none always runs on a hotter GPU than another. A candidate's
-worker is reused for its next workload while healthy; after any failure the next workload gets a
-fresh one. Each record is appended to the results file as soon as it is made, so a kill loses
-only the workload in flight.
+Candidates run one at a time, each in its own worker (:mod:`solbench.evaluation`), over all the
+workloads of a problem: while one is measured, no other candidate's code is alive. For each
+workload the parent makes the inputs (fresh seeds per round and per timing set, derived from a
+base seed that is random per run unless given, so every candidate sees the same inputs) and the
+reference outputs. A candidate's worker is reused for its next workload while healthy; after any
+failure the next workload gets a fresh one. Each record is appended to the results file as soon
+as it is made, so a kill loses only the workload in flight.
 
 Verdict checks after the evaluation: the physics floor (:func:`solbench.scoring.physics_floor`),
 then ``solbench.guards.review(evaluation, context)`` when that module defines it.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .candidate import CandidateFile
-from .cases import prepare_cases
+from .cases import WorkloadCases, prepare_cases
 from .environment import collect_environment, device_name
 from .errors import SolbenchError
 from .evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -168,54 +168,58 @@ class Runner:
         problem, opts = item.problem, self.options
         ref_fn, gen_fn = load_reference(problem), load_generator(problem)
         slots = [CandidateSlot(c, opts.device) for c in item.candidates]
+        roofs: dict[str, RooflinePoint] = {}
         try:
-            order = [s for _ in item.workloads for s in slots]  # evaluation order
-            position = 0
-            self._start_ahead(order, 0)
-            for workload in item.workloads:
-                cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
-                                      rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
-                roof = workload_roof(problem, cases.axes, self.spec, workload)
-                for slot in slots:
-                    position += 1
-                    self._start_ahead(order, position)
+            for i, slot in enumerate(slots):
+                # One candidate at a time: while it runs, no other candidate's code is alive to
+                # disturb it (workers started ahead have imported torch, not their candidate).
+                self._start_ahead(slots[i + 1:])
+                for workload in item.workloads:
                     self.progress.task(problem.name, workload.name, slot.candidate.name)
-                    ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s,
-                                            self._timing_config(), self.environment.get("gpu_uuid"))
-                    evaluation = self._evaluate(slot, ctx)
-                    ctx.harness.update(slot.startup)
-                    slot.startup = {}
-                    review = ReviewContext(problem, workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
-                    evaluation = self._verdict(evaluation, review)
-                    record = build_record(
-                        problem=problem, workload=workload, axes=cases.axes, candidate=slot.candidate,
-                        evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind,
-                        device=opts.device, device_name=self.device_name, environment=self.environment,
-                        telemetry=ctx.telemetry or {"available": False, "reason": "not measured (no timing)"},
-                        log=slot.log(opts.log_bytes), run_id=self.run_id, harness=ctx.harness,
-                    )
-                    if evaluation.status != Status.PASSED:
-                        slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
+                    # The same seeds for every candidate: all of them see the same inputs.
+                    cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
+                                          rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
+                    if workload.name not in roofs:
+                        roofs[workload.name] = workload_roof(problem, cases.axes, self.spec, workload)
+                    record = self._run_one(slot, cases, roofs[workload.name])
                     append_records(self.output, [record])
                     self.records.append(record)
                     self.progress.record(record)
-                del cases
-                self._free_device_memory()
+                    del cases
+                    self._free_device_memory()
+                slot.retire()
         finally:
             for slot in slots:
                 slot.retire()
 
-    def _start_ahead(self, order: list[CandidateSlot], start: int) -> None:
-        """Keep up to ``workers_ahead`` upcoming workers starting (and loading) in the background."""
-        chosen: list[int] = []
-        for slot in order[start:]:
-            if len(chosen) >= self.options.workers_ahead:
-                break
-            if id(slot) in chosen or slot.load_failure is not None or slot.state == "ready":
-                continue
+    def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
+        opts = self.options
+        ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self._timing_config(),
+                                self.environment.get("gpu_uuid"))
+        evaluation = self._evaluate(slot, ctx)
+        ctx.harness.update(slot.startup)
+        slot.startup = {}
+        review = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
+        evaluation = self._verdict(evaluation, review)
+        record = build_record(
+            problem=cases.problem, workload=cases.workload, axes=cases.axes, candidate=slot.candidate,
+            evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind, device=opts.device,
+            device_name=self.device_name, environment=self.environment,
+            telemetry=ctx.telemetry or {"available": False, "reason": "not measured (no timing)"},
+            log=slot.log(opts.log_bytes), run_id=self.run_id, harness=ctx.harness,
+        )
+        if evaluation.status != Status.PASSED:
+            slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
+        return record
+
+    def _start_ahead(self, upcoming: list[CandidateSlot]) -> None:
+        """Start up to ``workers_ahead`` of the next candidates' workers: they import torch meanwhile.
+
+        They do not load their candidate (which may compile, autotune or touch the GPU) until it is
+        their turn.
+        """
+        for slot in upcoming[: self.options.workers_ahead]:
             slot.spawn()
-            slot.advance(self.options.compile_timeout_s)
-            chosen.append(id(slot))
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         failure = slot.ensure_worker(self.options.compile_timeout_s)

@@ -161,6 +161,7 @@ class Worker:
             import torch
 
             torch.cuda.init()
+            torch.cuda.set_device(torch.device(self.device).index or 0)  # "cuda" in candidates means this one
         try:
             self.run = load_candidate(msg["path"])
         except CandidateLoadError as err:

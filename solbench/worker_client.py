@@ -10,7 +10,6 @@ worker does (hang, crash, exit, close the socket, send garbage), the parent gets
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import socket
@@ -25,7 +24,6 @@ from .errors import SolbenchError
 from .wire import ProtocolError, WireClosed, WireError, WireTimeout, recv_message, send_message
 
 _EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own
-_HELLO_READ_S = 5.0  # to read a hello that has started to arrive
 START_TIMEOUT_S = 300.0  # worker start-up (imports torch): the harness's cost, not the candidate's
 
 
@@ -109,15 +107,6 @@ class WorkerClient:
             raise WorkerStartError(f"the worker process sent {str(hello)[:200]} instead of hello")
         self.ready = True
         self.ready_at = time.monotonic()
-
-    def is_ready(self) -> bool:
-        """True once the worker's hello can be read without waiting (then it has been read)."""
-        if self.ready:
-            return True
-        if self.sock is None or not select.select([self.sock], [], [], 0)[0]:
-            return False
-        self.wait_ready(_HELLO_READ_S + (time.monotonic() - self.spawned_at))
-        return True
 
     def start(self, timeout_s: float) -> None:
         """spawn() and wait_ready()."""
