@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from solbench.results import read_records
 
@@ -241,8 +242,37 @@ def test_user_errors(monkeypatch, capsys, args, fragment):
 def test_honest_only_run_exits_zero(tmp_path):
     out = tmp_path / "r.jsonl"
     proc = _solbench("run", str(TINY / "scaled_add"), "--device", "cpu", "-o", str(out), "--budget", "0.05",
-                     "--seed", "5", "-s", str(CANDIDATES / "honest.py"))
+                     "--seed", "5", "--workload", "n4", "--workload", "n32", "-s", str(CANDIDATES / "honest.py"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 of 2 passed" in proc.stdout
     assert [r["workload"] for r in read_records([out])[0]] == ["n4", "n32"]
     assert os.path.getsize(out) > 0
+
+
+# --- CUDA (run on the GPU machine: pytest -q tests/test_cli_run.py -k gpu) ------------------------
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_candidates_of_every_kind(tmp_path):
+    out = tmp_path / "r.jsonl"
+    names = ("honest", "gpu_triton", "gpu_cupy", "gpu_load_inline", "gpu_illegal_access_once")
+    args = [a for n in names for a in ("-s", str(CANDIDATES / f"{n}.py"))]
+    proc = _solbench("run", str(TINY / "scaled_add"), "--device", "cuda", "-o", str(out), "--budget", "0.3", "-q",
+                     "--timeout", "60", "--compile-timeout", "300", "--workload", "n4", "--workload", "n131072", *args)
+    rows, warnings = read_records([out])
+    assert not warnings and len(rows) == 2 * len(names), proc.stderr[-3000:]
+    status = {(r["solution"], r["workload"]): r for r in rows}
+    bad = status[("gpu_illegal_access_once", "n4")]
+    assert bad["status"] == "RUNTIME_ERROR" and "illegal memory access" in bad["reason"], bad["reason"]
+    # The poisoned worker was replaced: the same candidate passes the next workload.
+    assert status[("gpu_illegal_access_once", "n131072")]["status"] == "PASSED"
+    for (name, wl), r in status.items():
+        if (name, wl) == ("gpu_illegal_access_once", "n4"):
+            continue
+        assert r["status"] == "PASSED", (name, wl, r["reason"], r["log"][-2000:])
+        assert r["device_type"] == "cuda" and r["gpu_spec"] != "cpu_estimate" and r["roof"] == "datasheet"
+        assert 0 < r["sol"] < 1 and r["timing"]["method"] in ("events", "graph")
+        assert r["timing"]["flush_bytes"] > 0
+        assert r["telemetry"]["available"] is True and r["telemetry"]["sm_max_mhz"] > 0
+        assert r["environment"]["gpu_name"] and r["environment"]["driver"]
+    assert proc.returncode == 1  # the one failure
