@@ -67,7 +67,7 @@ class CandidateSlot:
             self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device},
                              compile_timeout_s)
         except WorkerFailure as err:
-            self._load_failed(failure_from_worker(err, "loading the candidate", compile_timeout_s))
+            self._load_failed(failure_from_worker(err, "the import of the candidate", compile_timeout_s))
             return
         self.state, self.load_sent_at = "loading", time.monotonic()
 
@@ -82,9 +82,9 @@ class CandidateSlot:
             try:
                 reply = self.client.receive(left, 0)
             except WorkerFailure as err:
-                return self._load_failed(failure_from_worker(err, "loading the candidate", compile_timeout_s))
+                return self._load_failed(failure_from_worker(err, "the import of the candidate", compile_timeout_s))
             if reply.get("ok") is not True:
-                return self._load_failed(failure_from_reply(reply, "loading the candidate"))
+                return self._load_failed(failure_from_reply(reply, "the import of the candidate"))
             self.state = "ready"
             self.startup = {"worker_start_s": self.client.ready_at - self.client.spawned_at,
                             "load_s": time.monotonic() - self.load_sent_at}
@@ -114,9 +114,9 @@ class CandidateSlot:
 
 def failure_from_worker(err: WorkerFailure, phase: str, timeout_s: float) -> Evaluation:
     if err.kind == "timeout":
-        return Evaluation(Status.TIMEOUT, f"no answer within {timeout_s:.4g} s while {phase}; the worker's "
+        return Evaluation(Status.TIMEOUT, f"no answer within {timeout_s:.4g} s during {phase}; the worker's "
                                           "process group was killed", phase)
-    return Evaluation(Status.RUNTIME_ERROR, f"{err.message} while {phase}", phase)
+    return Evaluation(Status.RUNTIME_ERROR, f"{err.message} during {phase}", phase)
 
 
 def failure_from_reply(reply: dict[str, Any], phase: str) -> Evaluation:
@@ -124,8 +124,8 @@ def failure_from_reply(reply: dict[str, Any], phase: str) -> Evaluation:
     if reply.get("kind") == "compile":
         return Evaluation(Status.COMPILE_ERROR, message, phase)
     if reply.get("kind") == "runtime":
-        return Evaluation(Status.RUNTIME_ERROR, f"{message} (while {phase})", phase)
-    return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation while {phase}: {message}", phase)
+        return Evaluation(Status.RUNTIME_ERROR, f"{message} (during {phase})", phase)
+    return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation during {phase}: {message}", phase)
 
 
 @dataclass
@@ -215,7 +215,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
             slot.first_call = False
             limit = ctx.compile_timeout_s if first else max(deadline - time.monotonic(), 0.001)
             reply = _request(slot, {"op": "call", "inputs": list(case.inputs.values()), "expect": expect},
-                             limit, message_bytes([case]), f"run() in {phase}")
+                             limit, message_bytes([case]), phase)
             if first:
                 deadline = time.monotonic() + ctx.timeout_s
                 ctx.harness["first_call_s"] = time.monotonic() - clock

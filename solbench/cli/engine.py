@@ -12,7 +12,7 @@ from rich.table import Table
 from .. import api
 from ..record import ResultRecord, Status
 from . import app
-from ._common import console, err_console, fmt_time, si
+from ._common import console, err_console, fmt_time
 
 _STATUS_STYLE = {
     Status.PASSED.value: "green",
@@ -49,24 +49,30 @@ class RichProgress:
         self.bar.advance(self.task_id)
 
 
+def _rate(x: float | None, scale: float) -> str:
+    return f"{x / scale:.3g}" if x else "-"
+
+
 def results_tables(records: list[ResultRecord]) -> list[Table]:
-    """One table per problem: status, time, SOL, bound, achieved FLOP/s and B/s, reason."""
+    """One table per problem: status, time, SOL, bound, achieved TFLOP/s and TB/s (G on the CPU), reason."""
     by_problem: dict[str, list[ResultRecord]] = {}
     for r in records:
         by_problem.setdefault(r.problem, []).append(r)
     tables = []
     for problem, rows in by_problem.items():
+        prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
         table = Table(title=f"{problem} (scored against {rows[0].gpu_spec})", title_justify="left")
-        for col in ("workload", "candidate", "status", "time", "SOL", "bound", "FLOP/s", "B/s"):
-            table.add_column(col, justify="right" if col in ("time", "SOL", "FLOP/s", "B/s") else "left", no_wrap=True)
+        for col in ("workload", "candidate", "status", "time", "SOL", "bound", f"{prefix}FLOP/s", f"{prefix}B/s"):
+            table.add_column(col, justify="right" if col in ("time", "SOL") or col.endswith("/s") else "left",
+                             no_wrap=True)
         reasons = any(r.reason for r in rows)
         if reasons:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            sol = f"{r.sol:.1%}" if r.sol is not None else "-"
+            sol = "-" if r.sol is None else f"{r.sol:.1%}" if r.sol >= 1e-3 else f"{r.sol:.2g}"
             cells = [r.workload, r.solution, f"[{style}]{r.status}[/]", fmt_time(r.time_s), sol, r.bound,
-                     si(r.achieved_flops_per_s), si(r.achieved_bytes_per_s)]
+                     _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
             table.add_row(*cells, *([(r.reason or "")[:200]] if reasons else []))
         tables.append(table)
     return tables
