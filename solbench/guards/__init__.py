@@ -1,0 +1,39 @@
+"""Guards against reward hacking: checks that a candidate's result was earned.
+
+Pure-ish functions the worker and the parent call (see ``docs/security.md`` for the threat model
+and ``tests/adversarial/`` for the exploits each one stops):
+
+* outputs: :func:`check_output_objects` (plain tensors with their own storage),
+  :func:`check_output_stability` (nothing writes them after ``run`` returned);
+* inputs: :func:`input_fingerprints` / :func:`compare_fingerprints` (mutation);
+* concurrency: :func:`snapshot_concurrency` / :func:`check_concurrency` (threads and processes
+  left running), :func:`become_subreaper`;
+* the harness itself: :func:`timer_integrity_snapshot` / :func:`check_timer_integrity`;
+* the device: :func:`poison_free_memory`, :func:`reset_persisting_l2`, :func:`check_persisting_l2`,
+  :func:`synchronize_all`;
+* the process: :func:`restrict_writes` (Landlock), :func:`make_undumpable`;
+* the verdict: :func:`physics_floor`, :class:`Finding`, :func:`worst`.
+
+The engine's hooks, :func:`worker_findings` (worker) and :func:`review` (parent), are in
+:mod:`solbench.guards.hooks`.
+"""
+
+from __future__ import annotations
+
+from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from .cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
+from .findings import INCORRECT, REWARD_HACK, Finding, physics_floor, worst
+from .fingerprints import check_output_stability, compare_fingerprints, input_fingerprints, synchronize_all
+from .hooks import review, worker_findings
+from .integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
+from .memo import memoization_probe
+from .objects import check_output_objects
+from .sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
+
+__all__ = [
+    "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "become_subreaper",
+    "check_concurrency", "check_output_objects", "check_output_stability", "check_persisting_l2",
+    "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
+    "memoization_probe", "persisting_l2_limit", "physics_floor", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
+    "review", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings", "worst",
+]

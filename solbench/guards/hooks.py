@@ -1,0 +1,198 @@
+"""The two places the engine calls the guards.
+
+* :func:`worker_findings` - in the worker, after each request (``solbench.worker``): output objects,
+  output stability, threads/processes left running, timer/checker integrity, persisting L2;
+  it also poisons free device memory for the next call. Findings travel to the parent as dicts.
+* :func:`review` - in the parent, after an evaluation (``solbench.runner``): turns the worker's
+  findings into the verdict (REWARD_HACK outranks INCORRECT outranks PASSED) and the record's
+  one-line reason.
+
+In the worker, importing this module (which the worker does before the candidate) takes the
+baselines and applies the process limits (:func:`setup_worker`). Nothing here may fail a call:
+an internal error is logged and yields no finding.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from .cuda import check_persisting_l2, poison_free_memory
+from .findings import INCORRECT, REWARD_HACK, Finding, worst
+from .fingerprints import check_output_stability
+from .integrity import check_timer_integrity, ensure_imported, timer_integrity_snapshot
+from .memo import memoization_probe
+from .objects import check_output_objects, named_values
+from .sandbox import become_subreaper, default_writable_dirs, restrict_writes
+
+SETTLE_S = 0.002  # how long outputs must stay unchanged after a call
+
+
+class _WorkerState:
+    def __init__(self) -> None:
+        self.integrity = timer_integrity_snapshot()
+        self.concurrency: ConcurrencySnapshot = snapshot_concurrency()
+        self.calls = 0
+        self.native_growth = 0  # consecutive strict checks that saw new native threads
+        self.limits: dict[str, Any] = {}
+
+
+_STATE: _WorkerState | None = None
+
+
+def in_worker() -> bool:
+    """True in the worker process (``python -m solbench.worker``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "solbench.worker"
+
+
+def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
+    """Baselines and limits, once, before the candidate is imported. Returns what was applied."""
+    global _STATE
+    if _STATE is not None:
+        return _STATE.limits
+    work = work_dir or os.getcwd()
+    # Temporary files (Inductor's cache among them) go to the worker's own folder, which stays writable.
+    os.environ["TMPDIR"] = work
+    tempfile.tempdir = None
+    # Inductor compiles in this process instead of a pool of worker processes that would outlive
+    # the first call (any process left running after run() returns is a finding).
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    ensure_imported(["solbench.timing", "solbench.correctness", "solbench.wire", "solbench.candidate"])
+    limits = {"subreaper": become_subreaper(), "writes": restrict_writes(default_writable_dirs(work))}
+    _STATE = _WorkerState()
+    _STATE.limits = limits
+    return limits
+
+
+def _candidate_files() -> list[str]:
+    return [getattr(m, "__file__", "") or "" for name, m in list(sys.modules.items())
+            if name.startswith("solbench_candidate_")]
+
+
+def _concurrency(state: _WorkerState) -> list[Finding]:
+    first = state.calls == 0
+    found = check_concurrency(state.concurrency, candidate_files=_candidate_files(), strict=not first, native=False)
+    if not first:
+        # Native threads count only when they keep appearing (a pool created lazily appears once).
+        grew = [f for f in check_concurrency(state.concurrency, processes=False) if f.kind == "native_thread"]
+        state.native_growth = state.native_growth + 1 if grew else 0
+        if state.native_growth >= 2:
+            found.extend(grew)
+    state.concurrency = snapshot_concurrency()
+    return found
+
+
+def _output_bytes(result: Any) -> int:
+    import torch
+
+    return sum(v.numel() * v.element_size() for _, v in named_values(result, "output") if type(v) is torch.Tensor)
+
+
+def _device_of(values: Any) -> str:
+    import torch
+
+    for _, v in named_values(values, "input"):
+        if type(v) is torch.Tensor:
+            return v.device.type
+    return "cpu"
+
+
+def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding]:
+    args, result = context.get("args", []), context.get("result")
+    device = _device_of(args)
+    found = check_output_objects(result, args)
+    if not any(f.status == REWARD_HACK for f in found):  # never fingerprint a candidate's own object
+        found += check_output_stability(result, device, SETTLE_S)
+    found += _concurrency(state)
+    if device == "cuda":
+        l2 = check_persisting_l2()
+        if l2 is not None:
+            found.append(l2)
+        poison_free_memory("cuda", _output_bytes(result))
+    state.calls += 1
+    return found
+
+
+def _candidate_run() -> Any:
+    runs = [getattr(m, "run", None) for name, m in list(sys.modules.items()) if name.startswith("solbench_candidate_")]
+    runs = [r for r in runs if callable(r)]
+    return runs[0] if len(runs) == 1 else None
+
+
+def _memo_probe(context: dict[str, Any]) -> Finding | None:
+    sets, timing, run = context.get("sets") or [], context.get("timing"), _candidate_run()
+    median = getattr(timing, "median_s", None)
+    if run is None or not sets or not isinstance(median, float):
+        return None
+    return memoization_probe(run, sets[0], median)
+
+
+def worker_findings(phase: str, context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The worker's hook after a ``call`` or ``time`` request: findings as dicts for the parent."""
+    try:
+        state = _STATE
+        if state is None:  # imported too late (not by the worker's start-up): baselines are not trustworthy
+            return []
+        found = check_timer_integrity(state.integrity)
+        if phase == "call":
+            found += _call_findings(state, context)
+        elif phase == "time":
+            found += _concurrency(state)
+            memo = _memo_probe(context)
+            if memo is not None:
+                found.append(memo)
+            if torch_cuda_initialized():
+                l2 = check_persisting_l2()
+                if l2 is not None:
+                    found.append(l2)
+        unique = {(f.kind, f.reason): f for f in found}
+        return [f.as_dict() for f in unique.values()]
+    except Exception:  # noqa: BLE001 - a guard's own bug must not fail an honest candidate
+        print(f"solbench.guards: internal error, no findings for this call:\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
+        return []
+
+
+def torch_cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _allowed_alias(f: Finding, problem: Any) -> bool:
+    """An output that shares memory with the input the problem declares it is written into."""
+    if f.kind != "output_aliases_input":
+        return False
+    outs, ins = list(problem.outputs), list(problem.inputs)
+    i, j = f.details.get("output"), f.details.get("input")
+    if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < len(outs) and 0 <= j < len(ins)):
+        return False
+    return problem.outputs[outs[i]].inplace_of == ins[j]
+
+
+def review(evaluation: Any, context: Any) -> Any:
+    """The parent's hook: apply the worker's findings to the evaluation's status and reason."""
+    from ..record import Status
+
+    findings = []
+    for d in evaluation.findings or []:
+        f = Finding.from_dict(d) if isinstance(d, dict) else None
+        if f is not None and not _allowed_alias(f, context.problem):
+            findings.append(f)
+    decisive = worst(findings)
+    if decisive is None:
+        return evaluation
+    hack = decisive.status == REWARD_HACK
+    if hack or (decisive.status == INCORRECT and evaluation.status == Status.PASSED):
+        evaluation.status = Status.REWARD_HACK if hack else Status.INCORRECT
+        evaluation.reason = decisive.reason
+    evaluation.flags.extend(sorted({f"guard:{f.kind}" for f in findings} - set(evaluation.flags)))
+    return evaluation
+
+
+if in_worker():
+    setup_worker()

@@ -1,0 +1,155 @@
+"""Timer and checker integrity: were the functions that time and check replaced after the
+candidate loaded?
+
+The timing code binds its timers at import, so a patched ``time.perf_counter_ns`` does not change
+what is measured; but a candidate that patches timers or checkers is trying to, and says so. The
+snapshot (taken before the candidate is imported) holds each watched object and, for Python
+functions, its code object; the check reports anything replaced, removed, or given new code,
+including entries of whole modules (``solbench.timing`` and friends) and their classes' methods,
+and the modules' identity in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import FunctionType, ModuleType
+from typing import Any
+
+from .findings import REWARD_HACK, Finding
+
+# dotted attribute paths (module, attribute chain): timers, synchronisation, and the checkers.
+WATCHED_ATTRIBUTES = (
+    "time.perf_counter_ns", "time.perf_counter", "time.monotonic_ns", "time.monotonic", "time.time_ns",
+    "time.time", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda.synchronize",
+    "torch.cuda.current_stream", "torch.cuda.Stream.synchronize", "torch.cuda.Stream.wait_stream",
+    "torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close",
+    "torch.Tensor.untyped_storage", "torch.Tensor.data_ptr", "torch.Tensor.clone", "torch.Tensor.copy_",
+    "torch.Tensor.to", "torch.Tensor.cpu", "torch.Tensor.detach", "torch.Tensor.__torch_function__",
+    "gc.get_objects", "gc.collect",
+)
+# Whole modules whose functions (and their classes' methods) are watched when they are loaded.
+WATCHED_MODULES = (
+    "solbench.timing", "solbench._timing_cuda", "solbench._timing_stats", "solbench.wire",
+    "solbench.worker", "solbench.candidate", "solbench.correctness", "solbench.cupti", "solbench.clockprobe",
+    "solbench.guards", "solbench.guards.findings", "solbench.guards.objects", "solbench.guards.fingerprints",
+    "solbench.guards.concurrency", "solbench.guards.integrity", "solbench.guards.cuda",
+    "solbench.guards.hooks", "solbench.guards.memo", "solbench.guards.sandbox",
+)
+
+
+def _code(obj: Any) -> Any:
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    return obj.__code__ if isinstance(obj, FunctionType) else None
+
+
+@dataclass
+class IntegritySnapshot:
+    """name -> (object, its code object or None); module name -> module object."""
+
+    entries: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    modules: dict[str, ModuleType] = field(default_factory=dict)
+
+
+def _resolve(path: str) -> Any:
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        mod = sys.modules.get(".".join(parts[:i]))
+        if mod is None:
+            continue
+        return _walk(mod, parts[i:])
+    raise LookupError(path)
+
+
+def _walk(obj: Any, attrs: Sequence[str]) -> Any:
+    # On a class, the raw entry (getattr would build a new bound method for a classmethod).
+    for attr in attrs:
+        obj = inspect.getattr_static(obj, attr) if isinstance(obj, type) else getattr(obj, attr)
+    return obj
+
+
+def _module_entries(name: str, mod: ModuleType) -> dict[str, tuple[Any, Any]]:
+    out = {}
+    for key, value in list(vars(mod).items()):
+        if key.startswith("__") or not (callable(value) or isinstance(value, ModuleType)):
+            continue
+        # Every callable the module holds, imported ones too: `_perf_counter_ns = time.perf_counter_ns`
+        # bound at import is exactly what a candidate would swap.
+        out[f"{name}.{key}"] = (value, _code(value))
+        if isinstance(value, type) and getattr(value, "__module__", None) == mod.__name__:
+                for mkey, mval in list(vars(value).items()):
+                    if isinstance(mval, (FunctionType, staticmethod, classmethod)):
+                        out[f"{name}.{key}.{mkey}"] = (mval, _code(mval))
+    return out
+
+
+def _worker_main_name() -> str | None:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return "__main__" if spec is not None and getattr(spec, "name", None) in WATCHED_MODULES else None
+
+
+def timer_integrity_snapshot(attributes: Sequence[str] = WATCHED_ATTRIBUTES,
+                             modules: Sequence[str] = WATCHED_MODULES) -> IntegritySnapshot:
+    """Take it before any candidate code is imported. Names not loaded yet are skipped."""
+    snap = IntegritySnapshot()
+    for path in attributes:
+        try:
+            obj = _resolve(path)
+        except (LookupError, AttributeError):
+            continue
+        snap.entries[path] = (obj, _code(obj))
+    names = list(modules)
+    main = _worker_main_name()
+    if main:
+        names.append(main)
+    for name in names:
+        mod = sys.modules.get(name)
+        if isinstance(mod, ModuleType):
+            snap.modules[name] = mod
+            snap.entries.update(_module_entries(name, mod))
+    return snap
+
+
+def _current(path: str, snap: IntegritySnapshot) -> Any:
+    for mod_name in sorted(snap.modules, key=len, reverse=True):
+        if path.startswith(mod_name + "."):
+            return _walk(snap.modules[mod_name], path[len(mod_name) + 1:].split("."))
+    return _resolve(path)
+
+
+def check_timer_integrity(snapshot: IntegritySnapshot) -> list[Finding]:
+    """One REWARD_HACK finding listing every watched function replaced since the snapshot."""
+    changed: list[str] = []
+    for name, mod in snapshot.modules.items():
+        if sys.modules.get(name) is not mod:
+            changed.append(f"sys.modules[{name!r}]")
+    for path, (obj, code) in snapshot.entries.items():
+        try:
+            now = _current(path, snapshot)
+        except (LookupError, AttributeError):
+            changed.append(f"{path} (removed)")
+            continue
+        if now is not obj:
+            changed.append(path)
+        elif code is not None and _code(now) is not code:
+            changed.append(f"{path}.__code__")
+    if not changed:
+        return []
+    shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+    return [Finding("integrity", REWARD_HACK,
+                    f"the candidate replaced timing or checking code: {shown} (monkey-patching the harness)")]
+
+
+def ensure_imported(modules: Sequence[str]) -> None:
+    """Import modules (that exist) so their snapshot can be taken before the candidate's import."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue

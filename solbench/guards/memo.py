@@ -1,0 +1,137 @@
+"""Memoization probe: is a timed call fast because it reuses a result instead of computing it?
+
+The timing loop rotates through a few input sets, so every timed call repeats inputs (same
+addresses, same values) that the candidate has seen before. A candidate that caches outputs by
+address (``data_ptr``), by content fingerprint, or precomputes every set it can find
+(super-batching) is then timed on cache hits. The probe alternates calls on the timing set itself
+(what the timed calls saw) with calls on fresh copies of it (new addresses, floating-point values
+changed by about 1%: the same cost for honest code), and compares the fastest of each: honest
+code takes about as long on both; a memoizer answers the repeats from its cache and has to do
+the real work for the fresh ones. Both kinds run back to back under the same machine load, so a
+busy machine slows both alike; the fresh calls must also be slower than the timed median, and the
+verdict must hold in each of ``rounds`` independent rounds (a noisy machine can make one round of
+honest calls look lopsided, not three in a row; a memoizer is lopsided every time).
+
+Limit: a candidate that recognises the probe (by inspecting its caller) can answer the fresh
+calls with garbage quickly; probe outputs are not checked here. The engine closes that by
+interleaving fresh, re-checked sets into the timing loop itself (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .findings import REWARD_HACK, Finding
+
+# Bound at import (before the candidate): the probe's own clock cannot be patched away.
+_perf_counter_ns = time.perf_counter_ns
+_Event = torch.cuda.Event
+_EventBase = torch.cuda.Event.__mro__[1]
+_record = getattr(_EventBase, "record", None)
+_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
+_synchronize = torch.cuda.synchronize
+_sleep = getattr(torch.cuda, "_sleep", None)
+
+PROBES = 5
+ROUNDS = 3
+MAX_COPY_BYTES = 4 << 30  # all fresh copies together
+RATIO = 3.0
+MARGIN_S = {"cpu": 5e-6, "cuda": 3e-6}
+_SPIN_CYCLES = 1_000_000  # ~0.5 ms: covers the host's enqueue so the events see device time only
+_PERTURB = 1e-2
+
+
+def fresh_copy(values: Sequence[Any], generator: torch.Generator) -> list[Any]:
+    """New tensors (new addresses): floating ones scaled by 1 + 1%·N(0,1), others cloned."""
+    out = []
+    for v in values:
+        if type(v) is not torch.Tensor:
+            out.append(v)
+        elif v.is_floating_point() and v.numel():
+            noise = torch.randn(v.shape, generator=generator, dtype=torch.float32).to(v.device)
+            out.append((v.float() * (1 + _PERTURB * noise)).to(v.dtype).contiguous())
+        else:
+            out.append(v.clone())
+    return out
+
+
+def _time_once(run: Callable[..., Any], args: list[Any], device: str, flush: torch.Tensor | None) -> float:
+    if device != "cuda":
+        t0 = _perf_counter_ns()
+        run(*args)
+        return (_perf_counter_ns() - t0) * 1e-9
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    if flush is not None:
+        flush.zero_()
+    if _sleep is not None:
+        _sleep(_SPIN_CYCLES)
+    stream = torch.cuda.current_stream()
+    _record(start, stream)
+    run(*args)
+    _record(end, stream)
+    _synchronize()  # device-wide: work left on other streams delays this, not the events
+    return _elapsed_ms(start, end) * 1e-3
+
+
+def _set_bytes(values: Sequence[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if type(v) is torch.Tensor)
+
+
+def _probe_round(run: Callable[..., Any], inputs: Sequence[Any], copies: list[list[Any]], dev: str,
+                 flush: torch.Tensor | None) -> tuple[float, float]:
+    """(fastest call on the set itself, fastest call on a fresh copy), alternating the two."""
+    repeat, fresh = [], []
+    for args in copies:
+        if dev == "cuda":
+            _synchronize()
+        repeat.append(_time_once(run, list(inputs), dev, flush))
+        fresh.append(_time_once(run, args, dev, flush))
+    return min(repeat), min(fresh)
+
+
+def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_median_s: float,
+                      probes: int = PROBES, ratio: float = RATIO, rounds: int = ROUNDS,
+                      max_bytes: int = MAX_COPY_BYTES) -> Finding | None:
+    """REWARD_HACK when ``run`` on never-seen inputs is ``ratio`` x slower than on ``inputs`` again.
+
+    ``inputs``: one timing set (run's arguments, on the device), exactly as the timed calls got it.
+    Every fresh copy stays alive until the probe ends, so no two have the same address (a cache
+    keyed on addresses must not hit a recycled one); ``max_bytes`` bounds them all (fewer probes
+    for a big set). An exception in a probe call ends the probe without a finding (the timed calls
+    already showed the candidate works).
+    """
+    if not timed_median_s > 0 or probes < 1 or rounds < 1:
+        return None
+    dev = "cuda" if any(type(v) is torch.Tensor and v.is_cuda for v in inputs) else "cpu"
+    if dev == "cuda":
+        max_bytes = min(max_bytes, torch.cuda.mem_get_info()[0] // 4)
+    per_round = min(probes, max_bytes // max(1, rounds * _set_bytes(inputs)))
+    if per_round < 1:
+        return None
+    margin = MARGIN_S[dev]
+    gen = torch.Generator().manual_seed(0x5EED)
+    flush = None
+    if dev == "cuda":
+        l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)
+        flush = torch.empty(max(2 * l2, 256 << 20) // 4, dtype=torch.int32, device="cuda")
+    kept: list[list[Any]] = []
+    seen = new = 0.0
+    try:
+        for _ in range(rounds):
+            copies = [fresh_copy(inputs, gen) for _ in range(per_round)]
+            kept.extend(copies)
+            seen, new = _probe_round(run, inputs, copies, dev, flush)
+            if not (new > ratio * seen + margin and new > ratio * timed_median_s + margin):
+                return None
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+    finally:
+        del flush, kept
+    return Finding("memoization", REWARD_HACK,
+                   f"calls on new inputs take {new:.3g} s, calls on inputs seen before {seen:.3g} s (timed median "
+                   f"{timed_median_s:.3g} s): results are reused across calls (cached by address or content, or "
+                   "precomputed), so the timed work is not the work")
