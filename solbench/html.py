@@ -47,7 +47,10 @@ def spreadsheet_safe(value: object) -> object:
 
 
 def fmt_sol(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+    """0.812; small SOLs keep two significant digits (a CPU run at 0.0013 is not 0.000)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.3f}" if x >= 0.01 or x == 0 else f"{x:.2g}"
 
 
 def fmt_share(x: float | None) -> str:

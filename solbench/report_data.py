@@ -174,9 +174,16 @@ def environment_rows(records: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+# Per-measurement statistics: in the tables already, and meaningless summed up over results.
+TIMING_STATISTICS = {"timing.samples_s", "timing.median_s", "timing.p10_s", "timing.p90_s", "timing.iqr_s",
+                     "timing.min_s", "timing.mean_s"}
+
+
 def timing_rows(records: pd.DataFrame) -> list[tuple[str, str]]:
+    """How the times were taken: method, why, flush size, warm-up, stopping rule, sample counts."""
     passed = records[records["status"] == "PASSED"]
-    rows = [(c, _summary(passed[c])) for c in sorted(c for c in passed.columns if c.startswith("timing."))]
+    cols = sorted(c for c in passed.columns if c.startswith("timing.") and c not in TIMING_STATISTICS)
+    rows = [(c, _summary(passed[c])) for c in cols]
     return [(k, v) for k, v in rows if v] or [("timing", "no timing details recorded")]
 
 
