@@ -28,7 +28,6 @@ from .errors import SolbenchError
 from .html import one_line, render
 from .leaderboard_render import display_tables, print_leaderboard
 from .plots_roofline import roofline_figure
-from .plots_sol import sol_figure
 from .plots_style import CHART_COLUMNS, save, to_bytes
 from .ranking import Leaderboard, leaderboard
 from .report_data import environment_rows, failures, problem_sections, timing_rows
@@ -41,15 +40,15 @@ PARALLEL_FROM = 6  # charts per extra worker process (below that, starting proce
 CAPTIONS = {
     "roofline": ("roofline chart", "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each "
                  "candidate's workloads from low to high intensity."),
-    "sol": ("SOL bar chart", "SOL per workload (best PASSED result); hatched bars are memory-bound workloads."),
-    "overview": ("roofline of all problems", "All problems on one GPU: each numbered trajectory is one problem."),
+    "overview": ("roofline of all problems", "All problems on one GPU, one trajectory per problem and candidate "
+                 "(numbered when there are at most 20 problems)."),
 }
 
 
 def _chart_uri(job: tuple[str, pd.DataFrame, str]) -> str:
     """One chart as a data: URI. A top-level function so a process pool can run it."""
     kind, records, fmt = job
-    fig = sol_figure(records) if kind == "sol" else roofline_figure(records)
+    fig = roofline_figure(records)
     return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
 
 
@@ -62,7 +61,7 @@ def _has_roofline(records: pd.DataFrame) -> bool:
 def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> list[str]:
     """Charts are most of a report's time: draw them in parallel processes when there are many."""
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8, len(jobs) // PARALLEL_FROM)
+        workers = min(os.cpu_count() or 1, 16, len(jobs) // PARALLEL_FROM)
     # fork, where it is safe: spawn would re-run the caller's main script in every worker. A process
     # with other Python threads is not safe to fork, so it draws in-process.
     if workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
@@ -81,7 +80,7 @@ def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
                  roof: str | None = None, title: str | None = None, charts: ChartFormat = "svg",
                  sources: Sequence[str] = (), workers: int | None = None) -> str:
     """The report's HTML text (see :func:`write_report`). ``workers``: processes drawing the charts
-    (default: one per CPU, up to 8, when there are many charts; 1 draws them here)."""
+    (default: one per CPU, up to 16, when there are many charts; 1 draws them here)."""
     if charts not in ("svg", "png", "none"):
         raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
     df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
@@ -98,8 +97,11 @@ def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
             recs = groups[s.key]
             if not _has_roofline(recs):
                 s.note = ("No roofline: no PASSED result here does FLOPs (a problem that only moves data is "
-                          "judged by bandwidth; see the SOL chart and the TB/s column).")
-            for kind in ("roofline", "sol") if _has_roofline(recs) else ("sol",):
+                          "judged by bandwidth: see the SOL and TB/s columns).")
+            # One chart per section: the roofline. SOL per cell is drawn as a bar in the table (CSS),
+            # which costs nothing; a chart per section is what a large report spends its time on.
+            kinds = ("roofline",) if _has_roofline(recs) else ()
+            for kind in kinds:
                 jobs.append((kind, recs, charts))
                 owners.append(s.charts)
         if lb.records["problem"].nunique() > 1:

@@ -28,6 +28,11 @@ class Cell:
     reason: str = ""
     sol_value: float | None = None
 
+    @property
+    def bar(self) -> int:
+        """The SOL bar's length in the table, percent (capped at 100: SOL > 1 is flagged elsewhere)."""
+        return 0 if self.sol_value is None else round(100 * min(1.0, max(0.0, self.sol_value)))
+
 
 @dataclass
 class WorkloadRow:

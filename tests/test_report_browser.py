@@ -72,7 +72,7 @@ def test_chromium_renders_tables_and_runs_nothing(report_file, tmp_path):
     assert classes.count("leaderboard problem") == 2 and classes.count("workloads") == 2
     assert "leaderboard overall" in classes and "failures" in classes
     imgs = [a for t, a in dom.tags if t == "img"]
-    assert len(imgs) == 2 * 2 + 1 and all(a["src"].startswith("data:image/svg+xml;base64,") for a in imgs)
+    assert len(imgs) == 2 + 1 and all(a["src"].startswith("data:image/svg+xml;base64,") for a in imgs)
     text = "".join(dom.text)
     assert "<script>alert('x')</script>" in text  # the hostile name is text on the page, not an element
     assert "Browser test" in text and "pwned" not in "".join(a.get("content", "") for _, a in dom.tags)
