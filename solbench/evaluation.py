@@ -33,10 +33,10 @@ from .worker_client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 class CandidateSlot:
     """A candidate and its worker, reused across workloads while it stays healthy.
 
-    The worker goes through ``spawned`` (importing torch) -> ``loading`` (importing the candidate)
-    -> ``ready``. Several slots can be spawned and loading at once. A load that fails (compile
-    error, crash or timeout while importing) is remembered: every later workload of the candidate
-    gets the same result without importing it again.
+    The worker goes through ``spawned`` (importing torch; may happen ahead of its turn) ->
+    ``loading`` (importing the candidate) -> ``ready``. A load that fails (compile error, crash or
+    timeout while importing) is remembered: every later workload of the candidate gets the same
+    result without importing it again.
     """
 
     candidate: CandidateFile
@@ -205,6 +205,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     correctness: dict[str, Any] = {"atol": cases.tolerance.atol, "rtol": cases.tolerance.rtol,
                                    "max_mismatch_ratio": cases.tolerance.max_mismatch_ratio, "rounds": rounds}
     phase = "round 1"
+    timing: dict[str, Any] = {}
     clock = time.monotonic()
     try:
         for r, case in enumerate(cases.rounds):
@@ -244,6 +245,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         ev = stop.evaluation
         ev.correctness = correctness | {"failed_in": ev.phase}
         ev.findings = findings
+        ev.timing = timing  # kept when the re-check of the timed outputs failed
         return ev
     except MalformedReply as err:
         return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation in {phase}: {err}", phase,

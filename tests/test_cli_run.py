@@ -4,7 +4,6 @@ stay intact, timeouts kill whole process groups, and user errors are one line wi
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -136,27 +135,39 @@ def test_timeout_kills_the_whole_process_group(every_candidate):
     assert not _alive(int(match.group(1))), "the candidate's child outlived the timeout"
 
 
-def test_inplace_outputs_and_physics_floor(tmp_path):
+def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """The CLI in this process (no interpreter start-up): its exit code and stderr."""
+    from solbench.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["solbench", *args])
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as info:
+        main()
+    return info.value.code, capsys.readouterr().err
+
+
+def test_inplace_outputs(monkeypatch, capsys, tmp_path):
     out = tmp_path / "r.jsonl"
-    proc = _solbench("run", str(TINY / "row_write"), "--device", "cpu", "-o", str(out), "--budget", "0.05", "-q",
-                     "-s", str(CANDIDATES / "row_write_inplace.py"), "-s", str(CANDIDATES / "row_write_copy.py"))
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    code, _ = _main(monkeypatch, capsys, "run", str(TINY / "row_write"), "--device", "cpu", "-o", str(out),
+                    "--budget", "0.05", "-q", "-s", str(CANDIDATES / "row_write_inplace.py"),
+                    "-s", str(CANDIDATES / "row_write_copy.py"))
+    assert code == 1
     rows, _ = read_records([out])
     status = {r["solution"]: (r["status"], r["reason"]) for r in rows}
     assert status["row_write_inplace"][0] == "PASSED"
     assert status["row_write_copy"][0] == "INCORRECT" and "declared in place of input 'cache'" in status["row_write_copy"][1]
 
 
-def test_faster_than_the_roofline_is_a_reward_hack(tmp_path):
+def test_faster_than_the_roofline_is_a_reward_hack(monkeypatch, capsys, tmp_path):
     # A problem that claims 10 TB move per call: any honest time is below what physics allows.
     src = (TINY / "scaled_add" / "problem.yaml").read_text()
     (tmp_path / "problem.yaml").write_text(src.replace("name: tiny.scaled_add", "name: tiny.impossible")
                                            .replace("bytes: auto", "bytes: 10000000000000"))
     (tmp_path / "reference.py").write_text((TINY / "scaled_add" / "reference.py").read_text())
     out = tmp_path / "r.jsonl"
-    proc = _solbench("run", str(tmp_path), "--workload", "n4", "--device", "cpu", "-o", str(out), "--budget", "0.05",
-                     "-q", "-s", str(CANDIDATES / "honest.py"))
-    assert proc.returncode == 1
+    code, _ = _main(monkeypatch, capsys, "run", str(tmp_path), "--workload", "n4", "--device", "cpu", "-o", str(out),
+                    "--budget", "0.05", "-q", "-s", str(CANDIDATES / "honest.py"))
+    assert code == 1
     (rec,) = read_records([out])[0]
     assert rec["status"] == "REWARD_HACK" and "faster than the roofline allows" in rec["reason"]
     assert rec["time_s"] is None and rec["timing"]["median_s"] > 0
@@ -214,16 +225,6 @@ def _hanging_child(parent: int) -> int | None:
 
 # --- user errors: one line, exit 2, no traceback ------------------------------------------------
 
-def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    from solbench.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["solbench", *args])
-    monkeypatch.chdir(ROOT)
-    with pytest.raises(SystemExit) as info:
-        main()
-    return info.value.code, capsys.readouterr().err
-
-
 @pytest.mark.parametrize("args, fragment", [
     (["run", str(TINY / "scaled_add"), "-s", "missing.py"], "candidate missing.py not found"),
     (["run", "no_such.problem", "-s", str(CANDIDATES / "honest.py")], "problem 'no_such.problem' not found"),
@@ -239,14 +240,15 @@ def test_user_errors(monkeypatch, capsys, args, fragment):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_honest_only_run_exits_zero(tmp_path):
+def test_honest_only_run_exits_zero(monkeypatch, capsys, tmp_path):
     out = tmp_path / "r.jsonl"
-    proc = _solbench("run", str(TINY / "scaled_add"), "--device", "cpu", "-o", str(out), "--budget", "0.05",
-                     "--seed", "5", "--workload", "n4", "--workload", "n32", "-s", str(CANDIDATES / "honest.py"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 of 2 passed" in proc.stdout
-    assert [r["workload"] for r in read_records([out])[0]] == ["n4", "n32"]
-    assert os.path.getsize(out) > 0
+    code, _ = _main(monkeypatch, capsys, "run", str(TINY / "scaled_add"), "--device", "cpu", "-o", str(out),
+                    "--budget", "0.05", "--seed", "5", "--workload", "n4", "--workload", "n32",
+                    "-s", str(CANDIDATES / "honest.py"))
+    assert code == 0
+    rows, _ = read_records([out])
+    assert [r["workload"] for r in rows] == ["n4", "n32"] and {r["status"] for r in rows} == {"PASSED"}
+    assert rows[0]["environment"]["seed"] == 5
 
 
 # --- CUDA (run on the GPU machine: pytest -q tests/test_cli_run.py -k gpu) ------------------------
