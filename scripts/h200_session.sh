@@ -41,7 +41,10 @@ for s in "$@"; do
     run_seed)
       step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "results/h200/seed_$STAMP.jsonl" ;;
     run_library)
-      step run_library sb run problems -o "results/h200/library_$STAMP.jsonl" ;;
+      # eager + Triton for every problem, time-boxed (records are written as they finish)
+      step run_library timeout ${LIB_TIMEOUT:-420} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' ;;
+    run_compile)
+      step run_compile timeout ${COMPILE_TIMEOUT:-240} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_compile*' --only 'llama3_1_8b.*' ;;
     calibrate)
       mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;

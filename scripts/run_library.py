@@ -1,0 +1,70 @@
+"""Run the whole problem library with a subset of each problem's shipped candidates.
+
+    python scripts/run_library.py -o results/h200/library.jsonl --include 'torch_eager*' 'triton_*'
+
+`solbench run problems` runs every shipped candidate; this picks candidates by file-name glob
+(e.g. leave torch_compile out of a time-boxed GPU run: it compiles once per shape) and prints a
+one-line summary per problem as it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from solbench.api import default_device, plan_run, run_plan
+from solbench.problem import find_problems
+from solbench.runner import RunOptions
+
+
+class LineProgress:
+    def begin(self, total: int) -> None:
+        self.total, self.done, self.t0 = total, 0, time.perf_counter()
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        self.done += 1
+        print(f"[{self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] {problem} {workload} {candidate}",
+              flush=True)
+
+    def __getattr__(self, name: str):  # any other hook of the Progress protocol: ignore
+        return lambda *a, **k: None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", default="problems")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--include", nargs="+", default=["*"], help="candidate file-name globs to run")
+    ap.add_argument("--exclude", nargs="*", default=[], help="candidate file-name globs to skip")
+    ap.add_argument("--only", nargs="*", default=[], help="problem-name globs to run")
+    ap.add_argument("--budget", type=float, default=0.5)
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--device", default=None)
+    args = ap.parse_args()
+
+    files = find_problems(args.problems)
+    plan = plan_run(files)
+    keep = []
+    for item in plan:
+        if args.only and not any(fnmatch.fnmatch(item.problem.name, g) for g in args.only):
+            continue
+        item.candidates = [c for c in item.candidates
+                           if any(fnmatch.fnmatch(c.path.name, g) for g in args.include)
+                           and not any(fnmatch.fnmatch(c.path.name, g) for g in args.exclude)]
+        if item.candidates:
+            keep.append(item)
+    n = sum(len(i.workloads) * len(i.candidates) for i in keep)
+    print(f"{len(keep)} problems, {n} (workload, candidate) pairs", flush=True)
+    options = RunOptions(device=args.device or default_device(), budget_s=args.budget, timeout_s=args.timeout)
+    result = run_plan(keep, options, Path(args.output), LineProgress())
+    counts = Counter(r.status for r in result.records)
+    print("statuses:", dict(counts), "->", args.output, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
