@@ -75,11 +75,19 @@ def synthetic_records(n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def timed(label: str, fn, timings: dict[str, float]):
-    t0 = time.perf_counter()
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the report's chart workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def timed(label: str, fn, timings: dict[str, dict[str, float]]):
+    """Wall and CPU time of one step. On a shared machine the CPU time is the steadier number."""
+    c0, t0 = _cpu_s(), time.perf_counter()
     result = fn()
-    timings[label] = round(time.perf_counter() - t0, 3)
-    print(f"{label:<44} {timings[label]:8.2f} s", flush=True)
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    timings[label] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    print(f"{label:<44} {wall:8.2f} s wall {cpu:8.2f} s CPU", flush=True)
     return result
 
 
@@ -95,7 +103,7 @@ def main() -> None:
         tmp = Path(tmp)
         path = tmp / "results.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        t: dict[str, float] = {}
+        t: dict[str, dict[str, float]] = {}
         print(f"{len(records)} records, {path.stat().st_size / 1e6:.1f} MB of JSONL, {os.cpu_count()} CPUs")
         df = timed("load_results", lambda: solbench.load_results(path, warn=False), t)
         lb = timed("leaderboard (all problems, both GPUs)", lambda: solbench.leaderboard(df), t)
@@ -119,6 +127,7 @@ def main() -> None:
         "problems": int(df["problem"].nunique()),
         "report_sections": n_sections,
         "seconds": t,
+        "load_average": list(os.getloadavg()),
         "report_bytes": sizes,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": {"solbench": solbench.__version__, "pandas": pandas.__version__,

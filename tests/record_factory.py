@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import yaml
@@ -182,3 +183,22 @@ def hostile_record(name: str = "<script>alert('x')</script>", log: str = "</pre>
     pt = point(prob.flops_for(prob.resolve_axes(prob.workloads[0])),
                prob.bytes_for(prob.resolve_axes(prob.workloads[0])), prob.compute_dtype, spec, prob.workloads[0].name)
     return make_record(prob, pt, spec, name, Status.RUNTIME_ERROR, None, reason=f"bad {name}", log=log)
+
+
+class HtmlPage(HTMLParser):
+    """Every start tag with its attributes, and the text, of an HTML page (for the report tests)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def all(self, tag: str) -> list[dict[str, str | None]]:
+        return [a for t, a in self.tags if t == tag]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
-from html.parser import HTMLParser
 
 import pytest
 import record_factory as rf
+from record_factory import HtmlPage
 from typer.testing import CliRunner
 
 from solbench.analysis import records_frame
@@ -18,25 +18,6 @@ from solbench.report import build_report, present_demo, write_report
 
 SEED = "llama3_1_8b.attn_o_proj_residual"
 HOSTILE_LOG = "</pre></details><script>alert(1)</script><img src=x onerror=alert(2)>"
-
-
-class Page(HTMLParser):
-    """Every tag with its attributes, and the text, of an HTML page."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    def all(self, tag: str) -> list[dict[str, str | None]]:
-        return [a for t, a in self.tags if t == tag]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +33,7 @@ def html(recordset) -> str:
 
 
 def test_self_contained_and_no_script(html):
-    page = Page(html)
+    page = HtmlPage(html)
     assert not page.all("script") and not page.all("link") and not page.all("iframe")
     for tag, attrs in page.tags:
         for name, value in attrs.items():
@@ -73,7 +54,7 @@ def test_hostile_text_is_escaped(html):
 
 
 def test_sections_tables_and_charts(html):
-    page = Page(html)
+    page = HtmlPage(html)
     tables = [a.get("class", "") for a in page.all("table")]
     assert tables.count("leaderboard overall") == 2  # one per GPU
     assert tables.count("leaderboard problem") == 6 and tables.count("workloads") == 6  # 3 problems x 2 GPUs
@@ -118,16 +99,16 @@ def test_environment_timing_and_failures(recordset, html):
 def test_png_and_no_charts(recordset):
     df = records_frame(recordset.dicts())
     png = build_report(df, problem="toy.rmsnorm", gpu="h200_sxm", charts="png", workers=1)
-    srcs = [a["src"] for a in Page(png).all("img")]
+    srcs = [a["src"] for a in HtmlPage(png).all("img")]
     assert len(srcs) == 1 and all(s.startswith("data:image/png;base64,iVBOR") for s in srcs)
     none = build_report(df, problem="toy.rmsnorm", charts="none")
-    assert not Page(none).all("img") and "toy.rmsnorm" in none
+    assert not HtmlPage(none).all("img") and "toy.rmsnorm" in none
 
 
 def test_parallel_chart_drawing_gives_the_same_charts(recordset):
     df = records_frame(recordset.dicts())
-    one = Page(build_report(df, gpu="h200_sxm", problem="toy.*", workers=1)).all("img")
-    two = Page(build_report(df, gpu="h200_sxm", problem="toy.*", workers=2)).all("img")
+    one = HtmlPage(build_report(df, gpu="h200_sxm", problem="toy.*", workers=1)).all("img")
+    two = HtmlPage(build_report(df, gpu="h200_sxm", problem="toy.*", workers=2)).all("img")
     assert len(one) == len(two) == 2 + 1
     assert [a["alt"] for a in one] == [a["alt"] for a in two]
 

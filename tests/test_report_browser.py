@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from html.parser import HTMLParser
 
 import matplotlib.image
 import numpy as np
 import pytest
 import record_factory as rf
+from record_factory import HtmlPage
 
 from solbench.analysis import records_frame
 from solbench.report import write_report
@@ -39,20 +39,6 @@ def _run(browser: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     return res
 
 
-class Dom(HTMLParser):
-    def __init__(self, html: str) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
 @pytest.fixture(scope="module")
 def report_file(tmp_path_factory):
     rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, with_measured=False)
@@ -65,7 +51,7 @@ def report_file(tmp_path_factory):
 @pytest.mark.timeout(400)
 def test_chromium_renders_tables_and_runs_nothing(report_file, tmp_path):
     browser = _browser()
-    dom = Dom(_run(browser, tmp_path, "--dump-dom", report_file.as_uri()).stdout)
+    dom = HtmlPage(_run(browser, tmp_path, "--dump-dom", report_file.as_uri()).stdout)
     tags = [t for t, _ in dom.tags]
     classes = [a.get("class", "") for t, a in dom.tags if t == "table"]
     assert "script" not in tags

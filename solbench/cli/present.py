@@ -98,42 +98,33 @@ def leaderboard(
     _done("leaderboard", output)
 
 
-@plot_app.command("roofline")
-def plot_roofline_cmd(
-    results: list[Path] = RESULTS_ARG,
-    output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
-    problem: list[str] = PROBLEM_OPT,
-    gpu: list[str] = GPU_OPT,
-    tag: list[str] = TAG_OPT,
-    candidate: list[str] = CANDIDATE_OPT,
-    roof: str = ROOF_OPT,
-    title: str = typer.Option(None, "--title", help="chart title [default: problem and GPU]"),
-) -> None:
-    """Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU)."""
-    from ..plots import plot_roofline
+def _plot_command(kind: str, what: str, doc: str) -> None:
+    """Register ``solbench plot KIND``: the chart commands share their arguments and differ in the chart."""
 
-    path = plot_roofline(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                         roof=roof, title=title)
-    _done("roofline", path)
+    def command(
+        results: list[Path] = RESULTS_ARG,
+        output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
+        problem: list[str] = PROBLEM_OPT,
+        gpu: list[str] = GPU_OPT,
+        tag: list[str] = TAG_OPT,
+        candidate: list[str] = CANDIDATE_OPT,
+        roof: str = ROOF_OPT,
+        title: str = typer.Option(None, "--title", help="chart title [default: what and on which GPU]"),
+    ) -> None:
+        from .. import plots
+
+        plot = getattr(plots, f"plot_{kind}")
+        _done(what, plot(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
+                         roof=roof, title=title))
+
+    command.__doc__ = doc
+    plot_app.command(kind)(command)
 
 
-@plot_app.command("sol")
-def plot_sol_cmd(
-    results: list[Path] = RESULTS_ARG,
-    output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
-    problem: list[str] = PROBLEM_OPT,
-    gpu: list[str] = GPU_OPT,
-    tag: list[str] = TAG_OPT,
-    candidate: list[str] = CANDIDATE_OPT,
-    roof: str = ROOF_OPT,
-    title: str = typer.Option(None, "--title", help="chart title"),
-) -> None:
-    """SOL bars per candidate and workload, one panel per problem; hatched = memory-bound (one GPU)."""
-    from ..plots import plot_sol
-
-    path = plot_sol(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                    roof=roof, title=title)
-    _done("SOL chart", path)
+_plot_command("roofline", "roofline",
+              "Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU).")
+_plot_command("sol", "SOL chart",
+              "SOL bars per candidate and workload, one panel per problem; hatched = memory-bound (one GPU).")
 
 
 @app.command()
