@@ -36,6 +36,9 @@ class Case:
     inputs: dict[str, Any]
     expected: dict[str, Any]
 
+    def input_bytes(self) -> int:
+        return sum(v.numel() * v.element_size() for v in self.inputs.values() if hasattr(v, "element_size"))
+
     def tensor_bytes(self) -> int:
         return sum(v.numel() * v.element_size() for v in [*self.inputs.values(), *self.expected.values()]
                    if hasattr(v, "element_size"))

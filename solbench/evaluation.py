@@ -28,6 +28,8 @@ from .scoring import Evaluation
 from .telemetry import TelemetrySampler
 from .worker_client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
+_IMPORT = "the import of the candidate"
+
 
 @dataclass
 class CandidateSlot:
@@ -67,7 +69,7 @@ class CandidateSlot:
             self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device},
                              compile_timeout_s)
         except WorkerFailure as err:
-            self._load_failed(failure_from_worker(err, "the import of the candidate", compile_timeout_s))
+            self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
             return
         self.state, self.load_sent_at = "loading", time.monotonic()
 
@@ -82,9 +84,9 @@ class CandidateSlot:
             try:
                 reply = self.client.receive(left, 0)
             except WorkerFailure as err:
-                return self._load_failed(failure_from_worker(err, "the import of the candidate", compile_timeout_s))
+                return self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
             if reply.get("ok") is not True:
-                return self._load_failed(failure_from_reply(reply, "the import of the candidate"))
+                return self._load_failed(failure_from_reply(reply, _IMPORT))
             self.state = "ready"
             self.startup = {"worker_start_s": self.client.ready_at - self.client.spawned_at,
                             "load_s": time.monotonic() - self.load_sent_at}
@@ -112,11 +114,16 @@ class CandidateSlot:
         self.state = "none"
 
 
-def failure_from_worker(err: WorkerFailure, phase: str, timeout_s: float) -> Evaluation:
+def failure_from_worker(err: WorkerFailure, phase: str, limit: str) -> Evaluation:
+    """``limit`` names the timeout that ran out, e.g. 'the compile timeout (600 s)'."""
     if err.kind == "timeout":
-        return Evaluation(Status.TIMEOUT, f"no answer within {timeout_s:.4g} s during {phase}; the worker's "
-                                          "process group was killed", phase)
+        return Evaluation(Status.TIMEOUT, f"{limit} ran out during {phase}; the worker's process group was killed",
+                          phase)
     return Evaluation(Status.RUNTIME_ERROR, f"{err.message} during {phase}", phase)
+
+
+def _compile_limit(seconds: float) -> str:
+    return f"the compile timeout ({seconds:g} s)"
 
 
 def failure_from_reply(reply: dict[str, Any], phase: str) -> Evaluation:
@@ -174,12 +181,12 @@ def _check_call(ctx: EvaluationContext, case: Case, reply: dict[str, Any], where
 
 
 def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_bytes: int,
-             phase: str) -> dict[str, Any]:
+             phase: str, limit: str) -> dict[str, Any]:
     assert slot.client is not None
     try:
         reply = slot.client.request(header, timeout_s, max_bytes)
     except WorkerFailure as err:
-        raise _Stop(failure_from_worker(err, phase, timeout_s)) from None
+        raise _Stop(failure_from_worker(err, phase, limit)) from None
     if reply.get("ok") is not True:
         raise _Stop(failure_from_reply(reply, phase))
     return reply
@@ -200,6 +207,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     problem = cases.problem
     expect = [{"shape": list(problem.shape(n, cases.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
     deadline = time.monotonic() + ctx.timeout_s
+    workload_limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
     findings: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []
     correctness: dict[str, Any] = {"atol": cases.tolerance.atol, "rtol": cases.tolerance.rtol,
@@ -216,7 +224,8 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
             slot.first_call = False
             limit = ctx.compile_timeout_s if first else max(deadline - time.monotonic(), 0.001)
             reply = _request(slot, {"op": "call", "inputs": list(case.inputs.values()), "expect": expect},
-                             limit, message_bytes([case]), phase)
+                             limit, message_bytes([case]), phase,
+                             _compile_limit(ctx.compile_timeout_s) if first else workload_limit)
             if first:
                 deadline = time.monotonic() + ctx.timeout_s
                 ctx.harness["first_call_s"] = time.monotonic() - clock
@@ -225,12 +234,13 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         ctx.harness["rounds_s"] = time.monotonic() - clock
         clock = time.monotonic()
         phase = "timing"
+        config = ctx.timing_config | {"set_bytes": cases.sets[0].input_bytes()}
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
-                  "config": ctx.timing_config}
+                  "config": config}
         with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
             try:
                 reply = _request(slot, header, max(deadline - time.monotonic(), 0.001),
-                                 message_bytes(cases.sets), "timing")
+                                 message_bytes(cases.sets), "timing", workload_limit)
             finally:
                 sampler.stop()
                 ctx.telemetry.update(sampler.result())

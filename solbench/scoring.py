@@ -35,7 +35,8 @@ _CPU_BYTES_PER_CYCLE = 128  # two 64-byte L1 loads per cycle per core
 def cpu_estimate_spec() -> HardwareSpec:
     """An upper-bound roofline for this CPU (see the module docstring)."""
     cores = cpu_count()
-    note = (f"built-in upper-bound estimate for {cores} core(s) of {cpu_model()}: cores x {_CPU_CLOCK_HZ / 1e9:g} GHz x "
+    note = (f"built-in upper-bound estimate for {cores} core(s) of {cpu_model()}: "
+            f"cores x {_CPU_CLOCK_HZ / 1e9:g} GHz x "
             f"FLOP/cycle (AVX-512 FMA, AMX) and {_CPU_BYTES_PER_CYCLE} B/cycle (L1 loads); not a measurement - "
             "run `solbench calibrate` for a measured CPU spec")
     return HardwareSpec.model_validate({

@@ -70,7 +70,8 @@ def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
 
 
 def _reasons_fn(nvml: Any) -> Any:
-    return getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    new = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return new or nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the older, deprecated name
 
 
 class TelemetrySampler:

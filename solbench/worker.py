@@ -199,7 +199,8 @@ class Worker:
                 last_outputs.append(self._describe(last[i], msg["expect"], args))
             else:
                 last_outputs.append(None)
-        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": [self._after(s, sh) for s, sh in zip(sets, shapes, strict=True)],
+        sets_after = [self._after(s, sh) for s, sh in zip(sets, shapes, strict=True)]
+        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": sets_after,
                 "findings": self._findings("time", {"sets": sets, "timing": result})}
 
 

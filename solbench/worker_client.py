@@ -83,7 +83,8 @@ class WorkerClient:
         parent_sock, child_sock = socket.socketpair()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "solbench.worker", "--fd", str(child_sock.fileno()), "--parent", str(os.getpid())],
+                [sys.executable, "-m", "solbench.worker", "--fd", str(child_sock.fileno()),
+                 "--parent", str(os.getpid())],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(), start_new_session=True,
             )

@@ -53,7 +53,7 @@ REASONS = {
     "exits_os": "exited with code 0",
     "exits_sys": "sys.exit(0)",
     "forges_channel": "invalid message from the worker",
-    "hangs": "no answer within",
+    "hangs": "the compile timeout (20 s) ran out during round 1",
     "syntax_error": "SyntaxError at line 4",
     "import_error": "No module named 'solbench_no_such_module'",
     "no_run": "defines no run()",

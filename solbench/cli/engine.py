@@ -99,9 +99,11 @@ def run(
     device: str = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)"),
     gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against (default: detected on CUDA, "
                                                 "a built-in upper-bound estimate on the CPU)"),
-    output: Path = typer.Option(None, "-o", "--output", help="JSONL file to append to (default results/runs/<date>.jsonl)"),
+    output: Path = typer.Option(None, "-o", "--output",
+                                help="JSONL file to append to (default results/runs/<date>.jsonl)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
-    timeout: float = typer.Option(120.0, "--timeout", help="seconds per workload and candidate before the worker is killed"),
+    timeout: float = typer.Option(120.0, "--timeout",
+                                  help="seconds per workload and candidate before the worker is killed"),
     compile_timeout: float = typer.Option(600.0, "--compile-timeout",
                                           help="seconds for importing a candidate, and for its first call"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
