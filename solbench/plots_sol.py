@@ -19,6 +19,7 @@ from .plots_style import FIXED_LAYOUT, RC, STATUS_SHORT, candidate_order, candid
 from .ranking import best_results
 
 MEMORY_HATCH = "////"
+LOG_BELOW = 0.05  # best SOL under this: the SOL axis is logarithmic
 MAX_VALUE_LABELS = 48  # bars per panel above which the SOL values are not written on the bars
 
 
@@ -50,6 +51,8 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
         per_problem.append((prob, wl, cands))
     widest = max(len(wl) * (len(c) + 1) for _, wl, c in per_problem)
     ymax = max(1.2, float(best["sol"].max()) * 1.2) if not best.empty else 1.2
+    # Far below the roof (a CPU run, a naive kernel) linear bars would all be flat: use a log axis.
+    ymin = float(best["sol"].min()) / 3 if not best.empty and best["sol"].max() < LOG_BELOW else 0.0
     with mpl.rc_context(RC):
         # Margins in inches, laid out by hand: no tight-layout pass (it costs as much as drawing).
         plot_w = min(22.0, max(6.5, 0.16 * widest + 2.0))
@@ -60,7 +63,7 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
                             bottom=0.75 / height, hspace=0.95 / 2.0)
         axes = fig.subplots(len(problems), 1, squeeze=False)[:, 0]
         for ax, (prob, wl, cands) in zip(axes, per_problem, strict=True):
-            _panel(ax, prob, wl, cands, best, failures, styles, hacked, ymax)
+            _panel(ax, prob, wl, cands, best, failures, styles, hacked, (ymin, ymax))
         gpu_name = label(records["device"].dropna().iloc[0], 50) if records["device"].notna().any() else gpu
         fig.suptitle(title or f"SOL per workload on {gpu_name} ({gpu}, {roof} roof)", x=0.8 / width, ha="left",
                      y=1 - 0.15 / height, va="top",
@@ -79,7 +82,14 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
 
 
 def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame,
-           failures: dict[tuple[str, str, str], str], styles: dict, hacked: set[str], ymax: float) -> None:
+           failures: dict[tuple[str, str, str], str], styles: dict, hacked: set[str],
+           ylim: tuple[float, float]) -> None:
+    ymin, ymax = ylim
+    log = ymin > 0
+
+    def above(y: float, frac: float) -> float:  # a little above y, in the axis' own terms
+        return y * (ymax / ymin) ** frac if log else y + ymax * frac
+
     n = max(1, len(cands))
     width = 0.84 / n
     sol_of = {(w, c): s for w, c, s in zip(best.loc[best["problem"] == prob, "workload"],
@@ -102,19 +112,23 @@ def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame
                    linewidth=0.4, alpha=0.45 if cand in hacked else 1.0)
             if show_values:
                 for x, sol in zip(bx, bs, strict=True):
-                    ax.text(x, sol + ymax * 0.015, f"{sol:.2f}", ha="center", va="bottom", fontsize=6.5,
+                    ax.text(x, above(sol, 0.015), f"{sol:.2f}" if sol >= 0.01 else f"{sol:.1g}", ha="center",
+                            va="bottom", fontsize=6.5,
                             rotation=90 if n > 3 else 0, color="#333")
         if failed:
             fx = [x for x, _ in failed]
-            ax.plot(fx, [ymax * 0.03] * len(fx), ls="none", marker="x", color=styles[cand].color, ms=6, mew=1.6)
+            ax.plot(fx, [above(ymin, 0.03) if log else ymax * 0.03] * len(fx), ls="none", marker="x",
+                    color=styles[cand].color, ms=6, mew=1.6)
             for x, status in failed:
-                ax.text(x, ymax * 0.07, STATUS_SHORT.get(status, status[:4]), ha="center", va="bottom",
+                ax.text(x, above(ymin, 0.07) if log else ymax * 0.07, STATUS_SHORT.get(status, status[:4]), ha="center", va="bottom",
                         fontsize=6.5, rotation=90, color="#555")
     ax.axhline(1.0, color="#c0392b", ls="--", lw=1.1, zorder=0)
     ax.set_xticks(np.arange(len(wl)), [f"{label(w, 22)}\n{row['bound'] or '?'}" for w, row in wl.iterrows()],
                   fontsize=8)
     ax.set_xlim(-0.6, len(wl) - 0.4)
-    ax.set_ylim(0, ymax)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylim(ymin, ymax)
     ax.set_ylabel("SOL")
     ax.set_title(label(prob, 80), loc="left", fontsize=10.5)
     ax.grid(axis="x", visible=False)

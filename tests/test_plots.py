@@ -190,3 +190,12 @@ def test_cli_plot_commands(tmp_path, recordset, measured_specs):
                               str(tmp_path / "sol.pdf")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "sol.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_sol_axis_turns_logarithmic_far_below_the_roof():
+    rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, candidates={"cpu_like": (0.002, 0.0005)},
+                           with_measured=False)
+    ax = sol_figure(select(records_frame(rs.dicts()), problem="toy.rmsnorm")).axes[0]
+    assert ax.get_yscale() == "log"
+    heights = sorted(p.get_height() for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0)
+    assert heights[0] > ax.get_ylim()[0] and max(heights) < 0.002  # every bar visible, none inflated
