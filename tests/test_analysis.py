@@ -157,3 +157,14 @@ def test_geomean_matches_statistics_and_guards_zero_and_missing():
     assert geomean([0.0, 1.0]) == pytest.approx(math.sqrt(1e-6))  # floored, not zero and not an error
     assert geomean([]) is None and geomean([None]) is None
     assert isinstance(geomean(pd.Series([1.0, 4.0])), float)
+
+
+def test_public_names():
+    import solbench
+    from solbench import plots, ranking, report
+
+    assert solbench.load_results is load_results
+    assert solbench.leaderboard is ranking.leaderboard and solbench.Leaderboard is ranking.Leaderboard
+    assert solbench.plot_roofline is plots.plot_roofline and solbench.plot_sol is plots.plot_sol
+    assert solbench.write_report is report.write_report
+    assert {"load_results", "leaderboard", "plot_roofline", "plot_sol", "write_report"} <= set(solbench.__all__)
