@@ -170,7 +170,8 @@ def environment_rows(records: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
         rows = [("device", _summary(r["device"])), ("spec scored against", _summary(r["gpu_spec"])),
                 ("roof", _summary(r["roof"])), ("device type", _summary(r.get("device_type", pd.Series())))]
         for prefix in ("environment.", "telemetry."):
-            for col in sorted(c for c in r.columns if c.startswith(prefix)):
+            cols = [c for c in r.columns if c.startswith(prefix)]
+            for col in sorted(cols, key=lambda c: (c.removeprefix(prefix) not in ENVIRONMENT_FIRST, c)):
                 rows.append((col, _summary(r[col])))
         flags = pd.Series([f for fs in r["flags"] for f in fs], dtype=object)
         rows.append(("flags (results carrying each)", _summary(flags, limit=12) or "none"))
@@ -179,6 +180,9 @@ def environment_rows(records: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+# What a reader checks first about the machine; the rest follows alphabetically.
+ENVIRONMENT_FIRST = {"gpu_name", "uuid", "driver", "cuda", "torch", "triton", "cupy", "hostname", "sm_min_mhz",
+                     "sm_max_mhz", "power_throttled", "thermal_throttled", "clocks_event_reason_names"}
 # Per-measurement statistics: in the tables already, and meaningless summed up over results.
 TIMING_STATISTICS = {"timing.samples_s", "timing.median_s", "timing.p10_s", "timing.p90_s", "timing.iqr_s",
                      "timing.min_s", "timing.mean_s"}
