@@ -94,7 +94,9 @@ class _PersistingL2Reset:
         self.fn = None
         self.status = "not tried"
         try:
-            fn = libcudart().cudaCtxResetPersistingL2Cache
+            lib = libcudart()
+            lib.cudaFree(None)  # initialise the runtime's context first (else 201 in a fresh process)
+            fn = lib.cudaCtxResetPersistingL2Cache
             fn.restype = ctypes.c_int
             rc = fn()
             self.status = "ok" if rc == 0 else f"cudaCtxResetPersistingL2Cache returned {rc}"
