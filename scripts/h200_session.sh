@@ -42,7 +42,7 @@ for s in "$@"; do
       step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "results/h200/seed_$STAMP.jsonl" ;;
     run_library)
       # eager + Triton for every problem, time-boxed (records are written as they finish)
-      step run_library timeout ${LIB_TIMEOUT:-420} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' ;;
+      step run_library timeout ${LIB_TIMEOUT:-420} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --first 'llama3_1_8b.*' --timeout 60 ${LIB_ARGS:-} ;;
     run_compile)
       step run_compile timeout ${COMPILE_TIMEOUT:-240} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_compile*' --only 'llama3_1_8b.*' ;;
     calibrate)

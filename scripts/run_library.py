@@ -41,6 +41,9 @@ def main() -> int:
     ap.add_argument("--include", nargs="+", default=["*"], help="candidate file-name globs to run")
     ap.add_argument("--exclude", nargs="*", default=[], help="candidate file-name globs to skip")
     ap.add_argument("--only", nargs="*", default=[], help="problem-name globs to run")
+    ap.add_argument("--first", nargs="*", default=[], help="problem-name globs to run before the rest")
+    ap.add_argument("--extremes", action="store_true",
+                    help="only each problem's smallest and largest workload (by bytes): a time-boxed sweep")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--device", default=None)
@@ -55,8 +58,12 @@ def main() -> int:
         item.candidates = [c for c in item.candidates
                            if any(fnmatch.fnmatch(c.path.name, g) for g in args.include)
                            and not any(fnmatch.fnmatch(c.path.name, g) for g in args.exclude)]
+        if args.extremes and len(item.workloads) > 2:
+            by_size = sorted(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))
+            item.workloads = [by_size[0], by_size[-1]]
         if item.candidates:
             keep.append(item)
+    keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))
     n = sum(len(i.workloads) * len(i.candidates) for i in keep)
     print(f"{len(keep)} problems, {n} (workload, candidate) pairs", flush=True)
     options = RunOptions(device=args.device or default_device(), budget_s=args.budget, timeout_s=args.timeout)
