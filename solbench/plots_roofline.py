@@ -140,12 +140,15 @@ def _workload_labels(ax, best: pd.DataFrame) -> None:
     disp = [ax.transData.transform((x, y0))[0] for x, _ in items]
     spread = _spread(disp, gap=12.0)
     inv = ax.transData.inverted()
+    leaders = []
+    blend = mpl.transforms.blended_transform_factory(ax.transData, ax.transAxes)
     for (x, name), px in zip(items, spread, strict=True):
         xl = inv.transform((px, ax.transData.transform((x, y0))[1]))[0]
-        ax.annotate(name, xy=(x, 1.0), xycoords=("data", "axes fraction"), xytext=(xl, 1.045),
-                    textcoords=("data", "axes fraction"), rotation=90, ha="center", va="bottom", fontsize=8,
-                    color="#333", annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "#999", "shrinkA": 0, "shrinkB": 1})
+        ax.text(xl, 1.045, name, transform=blend, rotation=90, ha="center", va="bottom", fontsize=8, color="#333",
+                clip_on=False)
+        leaders.append([(x, 1.0), (xl, 1.04)])
+    # Plain text and one line collection: arrows (annotate) cost several times more to draw.
+    ax.add_collection(LineCollection(leaders, colors="#999", linewidths=0.6, transform=blend, clip_on=False))
 
 
 def _one_gpu(records: pd.DataFrame) -> str:

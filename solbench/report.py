@@ -62,16 +62,16 @@ def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> l
     """Charts are most of a report's time: draw them in parallel processes when there are many."""
     if workers is None:
         workers = min(os.cpu_count() or 1, 16, len(jobs) // PARALLEL_FROM)
+    slim = [(k, r[[c for c in CHART_COLUMNS if c in r.columns]], f) for k, r, f in jobs]  # less to copy
     # fork, where it is safe: spawn would re-run the caller's main script in every worker. A process
     # with other Python threads is not safe to fork, so it draws in-process.
     if workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
-        slim = [(k, r[[c for c in CHART_COLUMNS if c in r.columns]], f) for k, r, f in jobs]
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
                 return list(pool.map(_chart_uri, slim))
         except (OSError, BrokenProcessPool):
             pass  # no processes to be had here: draw them one by one
-    return [_chart_uri(j) for j in jobs]
+    return [_chart_uri(j) for j in slim]
 
 
 def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
