@@ -148,8 +148,8 @@ def test_hostile_names_do_not_break_charts(recordset, tmp_path):
         if d["solution"] == "torch_eager":
             d["solution"] = "$\\frac{1}{0}$ <b>\x1b[31m" + "x" * 200
     df = records_frame(dicts)
-    plot_roofline(df, tmp_path / "r.png", gpu="h200_sxm")
-    plot_sol(df, tmp_path / "s.png", gpu="h200_sxm")
+    plot_roofline(df, tmp_path / "r.png", gpu="h200_sxm", problem=SEED)
+    plot_sol(df, tmp_path / "s.png", gpu="h200_sxm", problem="toy.rmsnorm")
 
 
 def test_sol_bars_are_the_best_sols(recordset, df):
