@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from .errors import SolbenchError, SpecError
 from .hardware import HardwareSpec, list_specs, load_spec, spec_dirs
 from .html import fmt_si
-from .plots_style import FIXED_LAYOUT, RC, candidate_order, candidate_styles, footnote, label
+from .plots_style import FIXED_LAYOUT, RC, candidate_order, candidate_styles, footnote, label, single_gpu
 from .ranking import best_results
 
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "tf32": "tf32",
@@ -151,18 +151,10 @@ def _workload_labels(ax, best: pd.DataFrame) -> None:
     ax.add_collection(LineCollection(leaders, colors="#999", linewidths=0.6, transform=blend, clip_on=False))
 
 
-def _one_gpu(records: pd.DataFrame) -> str:
-    gpus = sorted(records["gpu"].dropna().unique())
-    if len(gpus) != 1:
-        raise SolbenchError(f"these results span {len(gpus)} GPUs ({', '.join(gpus)}): a roofline is per GPU, "
-                            "pass --gpu ID")
-    return gpus[0]
-
-
 def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
                     specs: list[HardwareSpec] | None = None) -> Figure:
     """The roofline chart of already-selected records (one GPU, one roof: see analysis.select)."""
-    gpu = _one_gpu(records)
+    gpu = single_gpu(records)
     roof_kind = str(records["roof"].iloc[0])
     best = best_results(records)
     plottable = (best["arithmetic_intensity"] > 0) & (best["achieved_flops_per_s"] > 0)

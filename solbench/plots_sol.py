@@ -14,8 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .errors import SolbenchError
-from .plots_roofline import _one_gpu
-from .plots_style import FIXED_LAYOUT, RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label
+from .plots_style import FIXED_LAYOUT, RC, STATUS_SHORT, candidate_order, candidate_styles, footnote, label, single_gpu
 from .ranking import best_results
 
 MEMORY_HATCH = "////"
@@ -32,7 +31,7 @@ def _latest_failure(records: pd.DataFrame) -> dict[tuple[str, str, str], str]:
 
 def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
     """The SOL bar chart of already-selected records (one GPU, one roof)."""
-    gpu = _one_gpu(records)
+    gpu = single_gpu(records)
     roof = str(records["roof"].iloc[0])
     best = best_results(records)
     failures = _latest_failure(records)

@@ -113,3 +113,12 @@ def to_bytes(fig: Figure, fmt: str = "svg", dpi: int = 110) -> bytes:
         fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=_tight(fig), pad_inches=0.15,
                     metadata={"Date": None} if fmt == "svg" else None)
     return buf.getvalue()
+
+
+def single_gpu(records: pd.DataFrame) -> str:
+    """The one GPU these records are from; a chart is per GPU."""
+    gpus = sorted(records["gpu"].dropna().unique())
+    if len(gpus) != 1:
+        raise SolbenchError(f"these results span {len(gpus)} GPUs ({', '.join(gpus)}): a roofline is per GPU, "
+                            "pass --gpu ID")
+    return gpus[0]
