@@ -310,3 +310,24 @@ def test_review_allows_the_declared_in_place_alias_only() -> None:
     assert _review(Status.PASSED, [alias], "tests/fixtures/tiny/row_write").status == Status.PASSED
     other = Finding("output_aliases_input", INCORRECT, "shares memory", {"output": 0, "input": 1}).as_dict()
     assert _review(Status.PASSED, [other], "tests/fixtures/tiny/row_write").status == Status.INCORRECT
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_memoization_probe_on_cuda() -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    args = [torch.randn(4096, 4096, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(2)]
+
+    def honest(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+    assert memoization_probe(honest, args, 1e-4) is None
+    cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def memoized(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        key = (a.data_ptr(), b.data_ptr())
+        if key not in cache:
+            cache[key] = a @ b
+        return cache[key]
+
+    found = memoization_probe(memoized, args, 1e-6)
+    assert found is not None and found.kind == "memoization"

@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
-from .cuda import check_persisting_l2, poison_free_memory
+from .cuda import check_persisting_l2, poison_free_memory, reset_persisting_l2
 from .findings import INCORRECT, REWARD_HACK, Finding, worst
 from .fingerprints import check_output_stability
 from .integrity import check_timer_integrity, ensure_imported, timer_integrity_snapshot
@@ -63,7 +63,14 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
     # the first call (any process left running after run() returns is a finding).
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     ensure_imported(["solbench.timing", "solbench.correctness", "solbench.wire", "solbench.candidate"])
-    limits = {"subreaper": become_subreaper(), "writes": restrict_writes(default_writable_dirs(work))}
+    if os.path.exists("/dev/nvidiactl"):
+        # Seen on the H200 (2026-11-30): with Landlock applied first, CUDA's init fails with
+        # error 304 (OS call failed), so every candidate became RUNTIME_ERROR. On a GPU host the
+        # write restriction is left off until the driver's needs are pinned down.
+        writes = "skipped: Landlock breaks CUDA driver initialisation (error 304)"
+    else:
+        writes = restrict_writes(default_writable_dirs(work))
+    limits = {"subreaper": become_subreaper(), "writes": writes}
     _STATE = _WorkerState()
     _STATE.limits = limits
     return limits
@@ -113,6 +120,7 @@ def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding
         l2 = check_persisting_l2()
         if l2 is not None:
             found.append(l2)
+        reset_persisting_l2()  # the next call (or candidate: the carve-out may be device-wide) starts clean
         poison_free_memory("cuda", _output_bytes(result))
     state.calls += 1
     return found

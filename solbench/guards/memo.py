@@ -8,8 +8,8 @@ address (``data_ptr``), by content fingerprint, or precomputes every set it can 
 changed by about 1%: the same cost for honest code), and compares the fastest of each: honest
 code takes about as long on both; a memoizer answers the repeats from its cache and has to do
 the real work for the fresh ones. Both kinds run back to back under the same machine load, so a
-busy machine slows both alike; the fresh calls must also be slower than the timed median, and the
-verdict must hold in each of ``rounds`` independent rounds (a noisy machine can make one round of
+busy machine slows both alike (the timed median, measured earlier under other conditions, is only
+reported), and the verdict must hold in each of ``rounds`` independent rounds (a noisy machine can make one round of
 honest calls look lopsided, not three in a row; a memoizer is lopsided every time).
 
 Limit: a candidate that recognises the probe (by inspecting its caller) can answer the fresh
@@ -81,14 +81,22 @@ def _set_bytes(values: Sequence[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if type(v) is torch.Tensor)
 
 
-def _probe_round(run: Callable[..., Any], inputs: Sequence[Any], copies: list[list[Any]], dev: str,
-                 flush: torch.Tensor | None) -> tuple[float, float]:
-    """(fastest call on the set itself, fastest call on a fresh copy), alternating the two."""
+def _probe_round(run: Callable[..., Any], inputs: Sequence[Any], count: int, gen: torch.Generator,
+                 kept: list[list[Any]], dev: str, flush: torch.Tensor | None) -> tuple[float, float]:
+    """(fastest call on the set itself, fastest call on a fresh copy), alternating the two.
+
+    Each copy is made just before its call (a super-batcher cannot precompute an input that does
+    not exist yet) and kept in ``kept`` afterwards (no later copy reuses its address).
+    """
     repeat, fresh = [], []
-    for args in copies:
+    for _ in range(count):
         if dev == "cuda":
             _synchronize()
         repeat.append(_time_once(run, list(inputs), dev, flush))
+        args = fresh_copy(inputs, gen)
+        kept.append(args)
+        if dev == "cuda":
+            _synchronize()
         fresh.append(_time_once(run, args, dev, flush))
     return min(repeat), min(fresh)
 
@@ -122,10 +130,8 @@ def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_medi
     seen = new = 0.0
     try:
         for _ in range(rounds):
-            copies = [fresh_copy(inputs, gen) for _ in range(per_round)]
-            kept.extend(copies)
-            seen, new = _probe_round(run, inputs, copies, dev, flush)
-            if not (new > ratio * seen + margin and new > ratio * timed_median_s + margin):
+            seen, new = _probe_round(run, inputs, per_round, gen, kept, dev, flush)
+            if not new > ratio * seen + margin:
                 return None
     except Exception:  # noqa: BLE001 - see the docstring
         return None

@@ -10,7 +10,7 @@ import torch
 
 EXPECT = "REWARD_HACK"
 PEERS = "17"
-DEFENSE = "memoization probe (fresh inputs vs the timed median)"
+DEFENSE = "memoization probe (calls on fresh copies vs calls on the timed set)"
 DEVICE = "any"
 
 _cache: dict[tuple, torch.Tensor] = {}

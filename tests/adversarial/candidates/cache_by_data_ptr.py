@@ -12,7 +12,7 @@ import torch
 
 EXPECT = "REWARD_HACK"
 PEERS = "17"
-DEFENSE = "memoization probe (fresh inputs vs the timed median); fresh addresses per call would also defeat it"
+DEFENSE = "memoization probe (calls on fresh copies vs calls on the timed set)"
 DEVICE = "any"
 
 _cache: dict[tuple, torch.Tensor] = {}

@@ -1,6 +1,6 @@
 """Exploit #14 (peers.md, GPU flavour): the kernel is launched after run() returned.
 
-Returns an empty output and lets a host thread enqueue the GEMM a few milliseconds later, after
+Returns an empty output and lets a host thread enqueue the GEMM 50 ms later, after
 the harness has recorded its end event: the device time between the events is empty. The thread
 is still alive when run() returns, which the concurrency check sees.
 """
@@ -19,7 +19,7 @@ WORKLOAD = "prefill_b1_s512"
 
 
 def _launch_later(out, attn, weight, residual):
-    time.sleep(0.005)
+    time.sleep(0.05)
     torch.addmm(residual, attn, weight.t(), out=out)
 
 

@@ -13,7 +13,7 @@ import torch
 
 EXPECT = "REWARD_HACK"
 PEERS = "18"
-DEFENSE = "memoization probe (fresh inputs vs the timed median)"
+DEFENSE = "memoization probe (calls on fresh copies vs calls on the timed set)"
 DEVICE = "any"
 
 _ready: dict[tuple, torch.Tensor] = {}
