@@ -81,10 +81,14 @@ def _candidate_files() -> list[str]:
             if name.startswith("solbench_candidate_")]
 
 
-def _concurrency(state: _WorkerState) -> list[Finding]:
-    first = state.calls == 0
-    found = check_concurrency(state.concurrency, candidate_files=_candidate_files(), strict=not first, native=False)
-    if not first:
+def _concurrency(state: _WorkerState, phase: str) -> list[Finding]:
+    """Threads and processes left running. Strict about threads only between the rounds' calls:
+    the first call may start library pools, and the timing request runs harness code too (graph
+    capture, clock probes, CUPTI) that may start its own; there only the candidate's own threads
+    (by their code) and every live process count."""
+    strict = state.calls > 0 and phase == "call"
+    found = check_concurrency(state.concurrency, candidate_files=_candidate_files(), strict=strict, native=False)
+    if strict:
         # Native threads count only when they keep appearing (a pool created lazily appears once).
         grew = [f for f in check_concurrency(state.concurrency, processes=False) if f.kind == "native_thread"]
         state.native_growth = state.native_growth + 1 if grew else 0
@@ -115,7 +119,7 @@ def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding
     found = check_output_objects(result, args)
     if not any(f.status == REWARD_HACK for f in found):  # never fingerprint a candidate's own object
         found += check_output_stability(result, device, SETTLE_S)
-    found += _concurrency(state)
+    found += _concurrency(state, "call")
     if device == "cuda":
         l2 = check_persisting_l2()
         if l2 is not None:
@@ -150,7 +154,7 @@ def worker_findings(phase: str, context: dict[str, Any]) -> list[dict[str, Any]]
         if phase == "call":
             found += _call_findings(state, context)
         elif phase == "time":
-            found += _concurrency(state)
+            found += _concurrency(state, "time")
             memo = _memo_probe(context)
             if memo is not None:
                 found.append(memo)
