@@ -108,9 +108,15 @@ def reset_persisting_l2() -> bool:
         lib.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
         rc_reset = lib.cudaCtxResetPersistingL2Cache()
         rc_limit = lib.cudaDeviceSetLimit(_CUDA_LIMIT_PERSISTING_L2, 0)
+        # The driver may round "0" up to its granularity: what it reports now is the clean level.
+        global _L2_BASELINE
+        _L2_BASELINE = max(_L2_BASELINE or 0, persisting_l2_limit() or 0)
         return rc_reset == 0 and rc_limit == 0
     except (OSError, AttributeError):
         return False
+
+
+_L2_BASELINE: int | None = None
 
 
 def persisting_l2_limit() -> int | None:
@@ -131,10 +137,18 @@ def persisting_l2_limit() -> int | None:
         return None
 
 
+def note_persisting_l2_baseline() -> int | None:
+    """The device's persisting-L2 limit before any candidate code ran (not 0 on every machine: the
+    H200 here reported 11796480 bytes with nothing set), so only an increase is a finding."""
+    global _L2_BASELINE
+    _L2_BASELINE = persisting_l2_limit()
+    return _L2_BASELINE
+
+
 def check_persisting_l2() -> Finding | None:
     """REWARD_HACK when the call left a persisting-L2 carve-out (pinned lines survive the L2 flush)."""
     limit = persisting_l2_limit()
-    if limit:
+    if limit and limit > (_L2_BASELINE or 0):
         return Finding("persisting_l2", REWARD_HACK,
                        f"run() reserved {limit} bytes of persisting L2 (cudaLimitPersistingL2CacheSize); lines pinned "
                        "there survive the benchmark's L2 flush, so later calls read them from cache")

@@ -56,7 +56,9 @@ def _device_digest(t: torch.Tensor) -> tuple[int, ...]:
         pos = torch.arange(start, start + chunk.numel(), device=words.device, dtype=torch.int64)
         plain += chunk.sum()
         weighted += (chunk * (pos % _WEIGHT_MOD + 1)).sum()
-    idx = torch.linspace(0, n - 1, min(n, _SAMPLES), device=words.device).long()
+    k = min(n, _SAMPLES)
+    # Integer arithmetic: float32 linspace rounds past n - 1 for n > 2**24 (a device-side assert on the H200).
+    idx = torch.arange(k, device=words.device, dtype=torch.int64) * (n - 1) // max(k - 1, 1)
     return tuple(torch.cat([plain.view(1), weighted.view(1), words[idx].to(torch.int64)]).tolist())
 
 

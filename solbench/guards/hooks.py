@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
-from .cuda import check_persisting_l2, poison_free_memory, reset_persisting_l2
+from .cuda import check_persisting_l2, note_persisting_l2_baseline, poison_free_memory, reset_persisting_l2
 from .findings import INCORRECT, REWARD_HACK, Finding, worst
 from .fingerprints import check_output_stability
 from .integrity import check_timer_integrity, ensure_imported, timer_integrity_snapshot
@@ -68,6 +68,14 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
         # error 304 (OS call failed), so every candidate became RUNTIME_ERROR. On a GPU host the
         # write restriction is left off until the driver's needs are pinned down.
         writes = "skipped: Landlock breaks CUDA driver initialisation (error 304)"
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.init()
+                note_persisting_l2_baseline()
+        except Exception:  # noqa: BLE001 - the worker reports CUDA failures when it loads
+            pass
     else:
         writes = restrict_writes(default_writable_dirs(work))
     limits = {"subreaper": become_subreaper(), "writes": writes}
