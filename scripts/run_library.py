@@ -44,6 +44,7 @@ def main() -> int:
     ap.add_argument("--first", nargs="*", default=[], help="problem-name globs to run before the rest")
     ap.add_argument("--extremes", action="store_true",
                     help="only each problem's smallest and largest workload (by bytes): a time-boxed sweep")
+    ap.add_argument("--largest", action="store_true", help="only each problem's largest workload (by bytes)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--device", default=None)
@@ -61,6 +62,8 @@ def main() -> int:
         if args.extremes and len(item.workloads) > 2:
             by_size = sorted(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))
             item.workloads = [by_size[0], by_size[-1]]
+        if args.largest:
+            item.workloads = [max(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))]
         if item.candidates:
             keep.append(item)
     keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))
