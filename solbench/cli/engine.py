@@ -139,4 +139,11 @@ def demo(
         result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress)
     for note in result.notes:
         err_console.print(note, highlight=False)
-    _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
+    try:
+        _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
+    finally:
+        if result.records:  # the leaderboard, a roofline chart and the report, whatever passed
+            from ..report import present_demo
+
+            present_demo(result.records_path, result.records_path.with_suffix(""),
+                         console=err_console if as_json else console)
