@@ -79,9 +79,11 @@ def _die_with_parent(parent: int) -> None:
 
 
 class Worker:
-    def __init__(self, timing: Any, guards: Any):
+    def __init__(self, timing: Any, findings_hook: Any = None):
         self.timing = timing
-        self.guards = guards
+        # Bound once, before any candidate code: a candidate that replaces
+        # ``solbench.guards.worker_findings`` does not replace the hook the worker calls.
+        self.findings_hook = findings_hook
         self.run: Any = None
         self.device = "cpu"
 
@@ -105,7 +107,7 @@ class Worker:
             elif list(v.shape) != shape:
                 out.append({"kind": "resized", "shape": list(v.shape)})
             else:
-                out.append(v.detach().to("cpu"))
+                out.append(torch.Tensor.detach(v).to("cpu"))
         return out
 
     @staticmethod
@@ -137,20 +139,21 @@ class Worker:
                 continue
             dtype = str(item.dtype).removeprefix("torch.")
             shape = [int(s) for s in item.shape]
-            desc.update(shape=shape, dtype=dtype, device=item.device.type, contiguous=item.is_contiguous())
-            ptr = item.untyped_storage().data_ptr() if item.numel() else None
+            # Methods through torch.Tensor throughout: an instance attribute may shadow any of them.
+            T = torch.Tensor
+            desc.update(shape=shape, dtype=dtype, device=item.device.type, contiguous=T.is_contiguous(item))
+            ptr = T.untyped_storage(item).data_ptr() if T.numel(item) else None
             desc["aliases"] = [j for j, v in enumerate(inputs)
-                               if ptr and isinstance(v, torch.Tensor) and v.numel()
-                               and v.untyped_storage().data_ptr() == ptr]
+                               if ptr and isinstance(v, torch.Tensor) and T.numel(v)
+                               and T.untyped_storage(v).data_ptr() == ptr]
             want = expect[i] if i < len(expect) else None
             if want is not None and want["shape"] == shape and want["dtype"] == dtype:
-                desc["data"] = item.detach().to("cpu")  # copied here, so a device error is this call's
+                desc["data"] = T.detach(item).to("cpu")  # copied here, so a device error is this call's
             out.append(desc)
         return out
 
     def _findings(self, phase: str, context: dict[str, Any]) -> list[dict]:
-        hook = getattr(self.guards, "worker_findings", None)
-        return list(hook(phase, context)) if hook else []
+        return list(self.findings_hook(phase, context)) if self.findings_hook else []
 
     # --- requests ------------------------------------------------------------------------------
     def load(self, msg: dict) -> dict:
@@ -201,7 +204,7 @@ class Worker:
                 last_outputs.append(None)
         sets_after = [self._after(s, sh) for s, sh in zip(sets, shapes, strict=True)]
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": sets_after,
-                "findings": self._findings("time", {"sets": sets, "timing": result})}
+                "findings": self._findings("time", {"sets": sets, "timing": result, "run": self.run})}
 
 
 def _failure(err: BaseException) -> dict:
@@ -254,9 +257,17 @@ def main(argv: list[str] | None = None) -> None:
         if err.name != "solbench.guards":
             raise
         guards = None
+    findings_hook = None
+    if guards is not None:
+        # Baselines and process limits before the candidate is imported (idempotent: importing
+        # the guards in the worker already did it); the worker's folder is the current one.
+        setup = getattr(guards, "setup_worker", None)
+        if setup is not None:
+            setup(os.getcwd())
+        findings_hook = getattr(guards, "worker_findings", None)
     sock = socket.socket(fileno=args.fd)
     sock.set_inheritable(False)  # processes the candidate starts do not get the channel
-    code = serve(sock, Worker(timing, guards))
+    code = serve(sock, Worker(timing, findings_hook))
     sock.close()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -14,7 +14,7 @@ and ``tests/adversarial/`` for the exploits each one stops):
 * the process: :func:`restrict_writes` (Landlock), :func:`make_undumpable`;
 * the verdict: :func:`physics_floor`, :class:`Finding`, :func:`worst`.
 
-The engine's hooks, :func:`worker_findings` (worker) and :func:`review` (parent), are in
+The engine's hooks, :func:`setup_worker` and :func:`worker_findings` (worker) and :func:`review` (parent), are in
 :mod:`solbench.guards.hooks`.
 """
 
@@ -24,7 +24,7 @@ from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concur
 from .cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
 from .findings import INCORRECT, REWARD_HACK, Finding, physics_floor, worst
 from .fingerprints import check_output_stability, compare_fingerprints, input_fingerprints, synchronize_all
-from .hooks import review, worker_findings
+from .hooks import review, setup_worker, worker_findings
 from .integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
 from .memo import memoization_probe
 from .objects import check_output_objects
@@ -35,5 +35,5 @@ __all__ = [
     "check_concurrency", "check_output_objects", "check_output_stability", "check_persisting_l2",
     "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
     "memoization_probe", "persisting_l2_limit", "physics_floor", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
-    "review", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings", "worst",
+    "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings", "worst",
 ]

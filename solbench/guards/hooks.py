@@ -145,7 +145,9 @@ def _candidate_run() -> Any:
 
 
 def _memo_probe(context: dict[str, Any]) -> Finding | None:
-    sets, timing, run = context.get("sets") or [], context.get("timing"), _candidate_run()
+    # The worker passes the run() it loaded; the module search is the fallback for older workers
+    # (a candidate can register more modules and make it ambiguous).
+    sets, timing, run = context.get("sets") or [], context.get("timing"), context.get("run") or _candidate_run()
     median = getattr(timing, "median_s", None)
     if run is None or not sets or not isinstance(median, float):
         return None
