@@ -14,14 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from .candidate import describe_candidates, shipped_candidates
+from .cases import WorkloadCases
 from .errors import ProblemError, SolbenchError
+from .evaluation import CandidateSlot
 from .problem import Problem, Workload
 from .record import ResultRecord, Status
+from .roofline import RooflinePoint
 from .runner import NullProgress, PlanItem, Progress, Runner, RunOptions
 
-__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems"]
+__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_interleaved", "run_plan",
+           "run_problems"]
 
 # The demo's problems, by name: the seed GEMM plus memory-bound ones, each skipped when absent.
 DEMO_PROBLEMS = (
@@ -37,6 +42,8 @@ DEMO_PROBLEMS = (
 CPU_DEMO_CANDIDATE = "torch_eager.py"
 DEMO_MAX_PROBLEMS = 4
 DEMO_CPU_BUDGET_S = 0.1
+# Most seconds to wait between interleaved items for the GPU's power and clocks to recover.
+DEFAULT_COOLDOWN_MAX_S = 10.0
 
 
 def default_device() -> str:
@@ -128,15 +135,24 @@ def run_problems(
     timing_method: str = "auto",
     workers_ahead: int | None = None,
     progress: Progress | None = None,
+    interleave: int = 0,
+    cooldown_max_s: float = DEFAULT_COOLDOWN_MAX_S,
 ) -> RunResult:
-    """Check, time and score candidates on problems; append one record per (candidate, workload)."""
+    """Check, time and score candidates on problems; append one record per (candidate, workload).
+
+    With ``interleave=N`` the candidates run A, B, A, B, ... N rounds per workload instead (see
+    :func:`run_interleaved`): N records per (candidate, workload).
+    """
     options = RunOptions(device=device or default_device(), gpu=gpu, timeout_s=timeout_s,
                          compile_timeout_s=compile_timeout_s, budget_s=budget_s, rounds=rounds, seed=seed,
                          timing_method=timing_method)
     if workers_ahead is not None:
         options.workers_ahead = workers_ahead
     plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload)
-    return run_plan(plan, options, Path(output) if output else default_output(), progress)
+    out = Path(output) if output else default_output()
+    if interleave:
+        return run_interleaved(plan, options, out, interleave, cooldown_max_s, progress)
+    return run_plan(plan, options, out, progress)
 
 
 def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: Progress | None = None) -> RunResult:
@@ -144,6 +160,74 @@ def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: 
     runner = Runner(options, output, progress or NullProgress())
     records = runner.run(plan)
     return RunResult(records, output, runner.run_id, runner.spec.id, options.device)
+
+
+class _TaggingRunner(Runner):
+    """A Runner that puts ``tag`` in each record's ``timing["interleave"]`` before it is appended."""
+
+    tag: dict[str, Any] | None = None
+
+    def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
+        record = super()._run_one(slot, cases, roof)
+        if self.tag is not None:
+            record.timing["interleave"] = dict(self.tag)
+        return record
+
+
+class _OneTotal:
+    """Forwards progress but the per-item ``begin``: the interleaved run announces its total once."""
+
+    def __init__(self, progress: Progress):
+        self.inner = progress
+
+    def begin(self, total: int) -> None:
+        pass
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        self.inner.task(problem, workload, candidate)
+
+    def record(self, record: ResultRecord) -> None:
+        self.inner.record(record)
+
+
+def _cooldown(device: str, max_wait_s: float) -> dict[str, Any]:
+    """Wait for the GPU's power and clocks to recover (clockprobe.cooldown); nothing to wait for on the CPU."""
+    if not device.startswith("cuda") or max_wait_s <= 0:
+        return {"waited_s": 0.0, "recovered": None}
+    import torch
+
+    from .clockprobe import cooldown
+
+    return cooldown(max_wait_s, device_index=torch.cuda.current_device())
+
+
+def run_interleaved(plan: list[PlanItem], options: RunOptions, output: Path, rounds: int,
+                    cooldown_max_s: float = DEFAULT_COOLDOWN_MAX_S, progress: Progress | None = None) -> RunResult:
+    """Per problem and workload, run the candidates A, B, A, B, ... ``rounds`` times, one fresh worker
+    per item, waiting for the GPU to cool down between items, so that power history (compute-bound
+    times drift +-15% with it) does not favour whichever candidate runs second.
+
+    One runner serves every item: one run id and one base seed, so every round sees the same inputs.
+    Each record is appended as soon as it is made, tagged ``timing["interleave"]``.
+    """
+    if rounds < 1:
+        raise SolbenchError(f"--interleave {rounds}: give the number of A, B, ... rounds (1 or more)")
+    if cooldown_max_s < 0:
+        raise SolbenchError(f"--cooldown {cooldown_max_s}: give the most seconds to wait, 0 or more")
+    progress = progress or NullProgress()
+    runner = _TaggingRunner(options, output, _OneTotal(progress))
+    progress.begin(rounds * sum(len(item.workloads) * len(item.candidates) for item in plan))
+    first = True
+    for item in plan:
+        order = [c.name for c in item.candidates]
+        for workload in item.workloads:
+            for r in range(1, rounds + 1):
+                for candidate in item.candidates:
+                    waited = 0.0 if first else _cooldown(options.device, cooldown_max_s)["waited_s"]
+                    first = False
+                    runner.tag = {"round": r, "of": rounds, "order": order, "cooldown_s": round(waited, 3)}
+                    runner.run([PlanItem(item.problem, [workload], [candidate])])
+    return RunResult(runner.records, output, runner.run_id, runner.spec.id, options.device)
 
 
 @dataclass

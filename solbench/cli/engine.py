@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import typer
@@ -78,13 +79,46 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
     return tables
 
 
-def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool) -> None:
+def interleave_tables(records: list[ResultRecord]) -> list[Table]:
+    """One table per problem, one row per (workload, candidate) over its interleaved rounds: the
+    median time of the passed rounds, SOL at that time, and the spread (max - min) / median."""
+    groups: dict[str, dict[tuple[str, str], list[ResultRecord]]] = {}
+    for r in records:
+        groups.setdefault(r.problem, {}).setdefault((r.workload, r.solution), []).append(r)
+    tables = []
+    for problem, rows in groups.items():
+        first = next(iter(rows.values()))[0]
+        table = Table(title=f"{problem}, interleaved rounds (scored against {first.gpu_spec})", title_justify="left")
+        for col in ("workload", "candidate", "passed", "median time", "SOL", "spread", "times"):
+            table.add_column(col, justify="left" if col in ("workload", "candidate", "times") else "right",
+                             no_wrap=col != "times")
+        for (workload, candidate), rounds in rows.items():
+            passed = [r for r in rounds if r.status == Status.PASSED.value and r.time_s]
+            style = "green" if len(passed) == len(rounds) else "red"
+            median = statistics.median(r.time_s for r in passed) if passed else None
+            sol = passed[0].t_ideal_s / median if median and passed[0].t_ideal_s else None  # SOL at the median
+            spread = (max(r.time_s for r in passed) - min(r.time_s for r in passed)) / median if median else None
+            table.add_row(workload, candidate, f"[{style}]{len(passed)}/{len(rounds)}[/]", fmt_time(median),
+                          "-" if sol is None else f"{sol:.1%}" if sol >= 1e-3 else f"{sol:.2g}",
+                          "-" if spread is None else f"{spread:.1%}",
+                          " ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds))
+        tables.append(table)
+    return tables
+
+
+def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool,
+            interleaved: bool = False) -> None:
     passed = sum(r.status == Status.PASSED.value for r in records)
     out = err_console if as_json else console
     if as_json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
-    for table in results_tables(records):
-        out.print(table)
+    if interleaved:  # the failures' reasons still get their rows; the passed rounds are summarised
+        failed = [r for r in records if r.status != Status.PASSED.value]
+        for table in (results_tables(failed) if failed else []) + interleave_tables(records):
+            out.print(table)
+    else:
+        for table in results_tables(records):
+            out.print(table)
     out.print(f"{passed} of {len(records)} passed on {device} (spec {spec_id}); records appended to {output}",
               highlight=False)
     if not records or passed < len(records):
@@ -113,6 +147,11 @@ def run(
     timing_method: str = typer.Option("auto", "--timing-method", help="auto, events, graph (CUDA) or cpu"),
     workers_ahead: int = typer.Option(None, "--workers-ahead",
                                       help="workers started in the background ahead of use (default: by core count)"),
+    interleave: int = typer.Option(0, "--interleave", help="run the candidates A, B, A, B, ... N rounds per "
+                                   "workload, a record each, so power history does not pick the winner (0: off)"),
+    cooldown: float = typer.Option(api.DEFAULT_COOLDOWN_MAX_S, "--cooldown",
+                                   help="with --interleave: most seconds to wait between items for the GPU's "
+                                        "power and clocks to recover"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
@@ -121,8 +160,9 @@ def run(
             problems, solution or None, device=device, gpu=gpu, output=output, timeout_s=timeout,
             compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds, seed=seed, workloads=workload or (),
             timing_method=timing_method, workers_ahead=workers_ahead, progress=progress,
+            interleave=interleave, cooldown_max_s=cooldown,
         )
-    _finish(result.records, result.output, result.spec_id, result.device, as_json)
+    _finish(result.records, result.output, result.spec_id, result.device, as_json, interleaved=interleave > 0)
 
 
 @app.command()
