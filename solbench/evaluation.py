@@ -16,6 +16,9 @@ RUNTIME_ERROR, an exception in ``run`` RUNTIME_ERROR with its message.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +32,18 @@ from .telemetry import TelemetrySampler
 from .worker_client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
+_PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
+
+
+@functools.cache
+def optional_guards() -> Any:
+    """The ``solbench.guards`` module, or None when this install has none."""
+    try:
+        return importlib.import_module("solbench.guards")
+    except ModuleNotFoundError as err:
+        if err.name != "solbench.guards":
+            raise
+        return None
 
 
 @dataclass
@@ -229,7 +244,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
             if first:
                 deadline = time.monotonic() + ctx.timeout_s
                 ctx.harness["first_call_s"] = time.monotonic() - clock
-            findings.extend(_findings(reply))
+            _add_findings(findings, _findings(reply) + processes_left(slot))
             rounds.append({"round": r + 1, "outputs": _check_call(ctx, case, reply, phase)})
         ctx.harness["rounds_s"] = time.monotonic() - clock
         clock = time.monotonic()
@@ -246,7 +261,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                 ctx.telemetry.update(sampler.result())
         ctx.harness["timing_request_s"] = time.monotonic() - clock
         clock = time.monotonic()
-        findings.extend(_findings(reply))
+        _add_findings(findings, _findings(reply) + processes_left(slot))
         timing = _valid_timing(reply.get("timing"))
         correctness["timed"] = _recheck_timed(ctx, reply)
         ctx.harness["recheck_s"] = time.monotonic() - clock
@@ -269,6 +284,32 @@ def _findings(reply: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(f, list) or not all(isinstance(x, dict) for x in f):
         raise MalformedReply("findings must be a list of objects")
     return f
+
+
+def _add_findings(findings: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """Append, skipping repeats (the worker and the parent may both see the same process)."""
+    seen = {(f.get("kind"), f.get("reason")) for f in findings}
+    for f in new:
+        if (f.get("kind"), f.get("reason")) not in seen:
+            seen.add((f.get("kind"), f.get("reason")))
+            findings.append(f)
+
+
+def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
+    """The parent's own view of the worker after a reply: any live process it has left running.
+
+    Read from /proc by the parent, so a candidate that silences the worker's guards cannot hide
+    it. The worker itself starts no processes (Inductor compiles in-process), so the baseline is
+    none at all; threads are not visible from outside (native thread pools start lazily anyway).
+    """
+    guards = optional_guards()
+    snapshot = getattr(guards, "snapshot_concurrency", None)
+    check = getattr(guards, "check_concurrency", None)
+    proc = slot.client.proc if slot.client is not None else None
+    if snapshot is None or check is None or proc is None:
+        return []
+    baseline = dataclasses.replace(snapshot(proc.pid), processes=frozenset())
+    return [f.as_dict() for f in check(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any]) -> dict[str, Any]:

@@ -9,12 +9,12 @@ failure the next workload gets a fresh one. Each record is appended to the resul
 as it is made, so a kill loses only the workload in flight.
 
 Verdict checks after the evaluation: the physics floor (:func:`solbench.scoring.physics_floor`),
-then ``solbench.guards.review(evaluation, context)`` when that module defines it.
+then ``solbench.guards.review(evaluation, context)`` when that module defines it. The parent makes
+itself undumpable (``solbench.guards.make_undumpable``) so a worker cannot read its memory.
 """
 
 from __future__ import annotations
 
-import importlib
 import secrets
 import uuid
 from dataclasses import dataclass, field
@@ -25,7 +25,7 @@ from .candidate import CandidateFile
 from .cases import WorkloadCases, prepare_cases
 from .environment import collect_environment, device_name
 from .errors import SolbenchError
-from .evaluation import CandidateSlot, EvaluationContext, evaluate
+from .evaluation import CandidateSlot, EvaluationContext, evaluate, optional_guards
 from .hardware import HardwareSpec
 from .inputs import load_generator, load_reference
 from .problem import Problem, Workload
@@ -118,14 +118,12 @@ class ReviewContext:
     device: str
 
 
-def _guards_review() -> Any:
-    try:
-        guards = importlib.import_module("solbench.guards")
-    except ModuleNotFoundError as err:
-        if err.name != "solbench.guards":
-            raise
-        return None
-    return getattr(guards, "review", None)
+def _protect_parent(guards: Any) -> None:
+    """Best effort: make the parent undumpable, so a worker (same user) cannot ptrace it or
+    read its memory (the secret base seed, the reference outputs)."""
+    undumpable = getattr(guards, "make_undumpable", None)
+    if undumpable is not None:
+        undumpable()
 
 
 @dataclass
@@ -141,7 +139,9 @@ class Runner:
         # Secret unless given: the seeds are never written while the run is going on, so no
         # candidate can read them from an earlier record and predict its inputs.
         self.base_seed = self.options.seed if self.options.seed is not None else secrets.randbits(63)
-        self.review = _guards_review()
+        guards = optional_guards()
+        _protect_parent(guards)
+        self.review = getattr(guards, "review", None)
         if self.options.device.startswith("cuda"):
             import torch
 

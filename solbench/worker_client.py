@@ -53,8 +53,16 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-def _worker_env() -> dict[str, str]:
+# JIT caches each worker keeps in its own folder: a cache shared between candidates would let one
+# plant compiled artefacts (a kernel binary under another kernel's key) that a later one loads.
+JIT_CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUPY_CACHE_DIR": "cupy",
+                  "TORCH_EXTENSIONS_DIR": "torch_extensions"}
+
+
+def _worker_env(work_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    for var, name in JIT_CACHE_VARS.items():
+        env[var] = str(work_dir / "jit-cache" / name)
     # The worker imports this same solbench, installed or not.
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -86,7 +94,7 @@ class WorkerClient:
                 [sys.executable, "-m", "solbench.worker", "--fd", str(child_sock.fileno()),
                  "--parent", str(os.getpid())],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(), start_new_session=True,
+                stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir), start_new_session=True,
             )
         child_sock.close()
         self.sock = parent_sock

@@ -166,3 +166,26 @@ def test_concurrent_appends_from_processes_lose_nothing(tmp_path):
     lines = Path(path).read_text().splitlines()
     seen = {(json.loads(line)["writer"], json.loads(line)["i"]) for line in lines}
     assert len(lines) == 160 and seen == {(w, i) for w in range(4) for i in range(40)}
+
+
+def test_guards_cannot_be_blinded_from_the_candidate(tmp_path):
+    """Replacing the worker's hook changes nothing (bound before the import); blinding the worker's
+    guards entirely still leaves the parent's own view of the worker's processes."""
+    result = solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "replaces_findings_hook.py",
+                                                           CANDIDATES / "blinds_guards_spawns.py"],
+                                   device="cpu", output=tmp_path / "r.jsonl", budget_s=0.05, workloads=["n4"],
+                                   compile_timeout_s=60, workers_ahead=0)
+    by_name = {r.solution: r for r in result.records}
+    hook, blind = by_name["replaces_findings_hook"], by_name["blinds_guards_spawns"]
+    assert hook.status == "REWARD_HACK" and "guard:thread" in hook.flags
+    assert blind.status == "REWARD_HACK" and "left process" in blind.reason and "guard:process" in blind.flags
+
+
+def test_parent_is_undumpable_after_a_run_starts(tmp_path):
+    import ctypes
+
+    from solbench.runner import Runner, RunOptions
+
+    Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
+    pr_get_dumpable = 3
+    assert ctypes.CDLL(None, use_errno=True).prctl(pr_get_dumpable, 0, 0, 0, 0) == 0

@@ -166,3 +166,12 @@ def test_worker_timeout_kills_and_reports():
             client.request({"op": "exit"}, 1, 0)
     finally:
         client.discard()
+
+
+def test_each_worker_has_its_own_jit_caches(tmp_path):
+    from solbench.worker_client import JIT_CACHE_VARS, _worker_env
+
+    a, b = _worker_env(tmp_path / "a"), _worker_env(tmp_path / "b")
+    for var in JIT_CACHE_VARS:
+        assert Path(a[var]).is_relative_to(tmp_path / "a") and Path(b[var]).is_relative_to(tmp_path / "b")
+    assert len({a[v] for v in JIT_CACHE_VARS}) == len(JIT_CACHE_VARS)
