@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ._cudart import libcudart
 from ._timing_graph import batch_calls, capture, l2_policy
 from ._timing_stats import StopRule
 from .timing import TimingConfig, TimingResult, _perf_counter_ns, clone_output, make_result
@@ -66,25 +67,6 @@ def l2_bytes_for(config: TimingConfig, device: torch.device) -> int:
 
 def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
     return max(2 * l2_bytes_for(config, device), MIN_FLUSH_BYTES)
-
-
-def libcudart() -> ctypes.CDLL:
-    """The CUDA runtime this process already uses (mapped by torch: same runtime, same context),
-    else one on the library path."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.split()[-1]
-                if "libcudart.so" in path:
-                    return ctypes.CDLL(path)
-    except OSError:
-        pass
-    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    raise OSError("libcudart not found in this process or on the library path")
 
 
 class _PersistingL2Reset:

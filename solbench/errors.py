@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SolbenchError(Exception):
     """An error a user can cause and fix (bad file, unknown GPU, missing candidate).
@@ -28,3 +30,17 @@ class SpecError(SolbenchError):
     def __init__(self, errors: list[str] | str):
         self.errors = [errors] if isinstance(errors, str) else list(errors)
         super().__init__("; ".join(self.errors))
+
+
+def validation_lines(err: Any, schema: str) -> list[str]:
+    """'key.path: reason' for each error of a pydantic ValidationError, worded for YAML authors."""
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown key (check the spelling; see `solbench schema {schema}`)"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        lines.append(f"{loc}: {msg}")
+    return lines

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .dtypes import PEAK_KEYS
-from .errors import SpecError
+from .errors import SpecError, validation_lines
 from .yamlio import YamlError, read_yaml_mapping
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "hardware_specs"
@@ -120,12 +120,7 @@ def spec_from_dict(data: dict[str, Any], path: Path | None = None) -> HardwareSp
     try:
         spec = HardwareSpec.model_validate(data)
     except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-            lines.append(f"{label}: {loc}: {msg}")
-        raise SpecError(lines) from None
+        raise SpecError([f"{label}: {line}" for line in validation_lines(err, "spec")]) from None
     spec._path = path.resolve() if path else None
     errs = _spec_errors(spec)
     if errs:

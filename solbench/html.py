@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .units import si as fmt_si
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -55,19 +57,6 @@ def fmt_sol(x: float | None) -> str:
 
 def fmt_share(x: float | None) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"
-
-
-def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
-    """1.07e11 -> '107 G<unit>'; '-' for missing values."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if x == 0:
-        return f"0 {unit}".strip()
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
-                          (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
-        if abs(x) >= scale:
-            return f"{x / scale:.{digits}g} {prefix}{unit}".strip()
-    return f"{x:.{digits}g} {unit}".strip()
 
 
 @lru_cache(maxsize=1)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from . import expr as _expr
 from .dtypes import DTYPES, ITEMSIZE, PEAK_KEYS
-from .errors import ExpressionError, ProblemError
+from .errors import ExpressionError, ProblemError, validation_lines
 from .yamlio import YamlError, read_yaml_mapping
 
 Scalar = int | float | bool
@@ -241,19 +241,6 @@ def _as_size(value: float, what: str) -> int:
 
 # --- loading and validation -----------------------------------------------------------------
 
-def _pydantic_errors(err: ValidationError) -> list[str]:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see `solbench schema problem`)"
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        lines.append(f"{loc}: {msg}")
-    return lines
-
-
 def _check_semantics(p: Problem) -> list[str]:
     """Checks that need more than one field. Returns 'key: reason' lines."""
     errs: list[str] = []
@@ -403,7 +390,7 @@ def problem_from_dict(data: dict[str, Any], path: Path | None = None) -> Problem
     try:
         p = Problem.model_validate(data)
     except ValidationError as err:
-        raise ProblemError([f"{label}: {line}" for line in _pydantic_errors(err)]) from None
+        raise ProblemError([f"{label}: {line}" for line in validation_lines(err, 'problem')]) from None
     p._path = path.resolve() if path else None
     errs = _check_semantics(p)
     if errs:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from .errors import SolbenchError
 from .problem import Problem, find_problems, load_problem
 from .roofline import point
+from .units import si
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -183,16 +184,6 @@ def ideal_mfu(df: pd.DataFrame) -> float:
 
 # --- markdown ---------------------------------------------------------------------------------
 
-def _si(value: float, unit: str) -> str:
-    """3 significant digits with an SI prefix: 1.23 GFLOP, 456 kB, 12.3 µs."""
-    if value == 0:
-        return f"0 {unit}"
-    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"),
-                (1e-9, "n")]
-    scale, prefix = next(((s, p) for s, p in prefixes if abs(value) >= s), prefixes[-1])
-    return f"{value / scale:.3g} {prefix}{unit}"
-
-
 def _intensity(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
@@ -202,16 +193,16 @@ def rollup_markdown(df: pd.DataFrame) -> str:
     head = ["op", "problem", "runs/layer", "FLOPs", "bytes", "FLOP/B", "T_ideal", "bound", "share"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in df.itertuples(index=False):
-        lines.append(f"| {r.op} | `{r.problem}` | {r.runs_per_layer} | {_si(r.flops, 'FLOP')} | {_si(r.bytes, 'B')} | "
-                     f"{_intensity(r.arithmetic_intensity)} | {_si(r.t_ideal_s, 's')} | {r.bound} | {r.time_share:.1%} |")
+        lines.append(f"| {r.op} | `{r.problem}` | {r.runs_per_layer} | {si(r.flops, 'FLOP')} | {si(r.bytes, 'B')} | "
+                     f"{_intensity(r.arithmetic_intensity)} | {si(r.t_ideal_s, 's')} | {r.bound} | {r.time_share:.1%} |")
     flops, nbytes, t = df["flops"].sum(), df["bytes"].sum(), df["t_ideal_s"].sum()
-    lines.append(f"| **layer** | | | **{_si(flops, 'FLOP')}** | **{_si(nbytes, 'B')}** | {_intensity(flops / nbytes)} | "
-                 f"**{_si(t, 's')}** | | 100% |")
+    lines.append(f"| **layer** | | | **{si(flops, 'FLOP')}** | **{si(nbytes, 'B')}** | {_intensity(flops / nbytes)} | "
+                 f"**{si(t, 's')}** | | 100% |")
     a = df.attrs
     lines.append("")
     tokens = f"{a['tokens']} token" + ("s" if a["tokens"] > 1 else "")
     lines.append(f"{a['scenario']} ({tokens}) on `{a['spec']}`: every op at its own roofline gives "
-                 f"{_si(t, 's')} per layer, an ideal MFU of {ideal_mfu(df):.1%} of the bf16 peak.")
+                 f"{si(t, 's')} per layer, an ideal MFU of {ideal_mfu(df):.1%} of the bf16 peak.")
     return "\n".join(lines)
 
 

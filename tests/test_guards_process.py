@@ -254,7 +254,7 @@ def test_poisoned_free_memory_reads_nan() -> None:
 def test_persisting_l2_limit_is_seen_and_reset() -> None:
     import ctypes
 
-    from solbench.guards.cuda import _libcudart
+    from solbench._cudart import libcudart as _libcudart
 
     torch.zeros(1, device="cuda")
     lib = _libcudart()

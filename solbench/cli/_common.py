@@ -8,6 +8,7 @@ from rich.console import Console
 
 from ..errors import ProblemError
 from ..problem import Problem, find_problems, load_problem
+from ..units import si
 
 console = Console()
 err_console = Console(stderr=True)
@@ -38,20 +39,6 @@ def resolve_problem(arg: str, problems_dir: Path | None = None) -> Problem:
         if prob.name == arg:
             return prob
     raise ProblemError([f"problem {arg!r} not found: give a path to a problem.yaml or a name from `solbench list`"])
-
-
-def si(x: float | None, unit: str = "", digits: int = 3) -> str:
-    """Format with an SI prefix: 1.07e11 -> '107 G'."""
-    if x is None:
-        return "-"
-    if x == 0:
-        return f"0 {unit}".strip()
-    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"),
-                (1e-6, "u"), (1e-9, "n")]
-    for scale, pre in prefixes:
-        if abs(x) >= scale:
-            return f"{x / scale:.{digits}g} {pre}{unit}".strip()
-    return f"{x:.{digits}g} {unit}".strip()
 
 
 def fmt_time(t: float | None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from .._cudart import libcudart
 from .findings import REWARD_HACK, Finding
 
 POISON_BYTE = 0xFF  # all-ones: NaN in float16/bfloat16/float32/float64/float8, -1 in integers
@@ -73,24 +74,6 @@ def _poison_cuda(dev: Any, nbytes: int) -> int:
     return total
 
 
-def _libcudart() -> ctypes.CDLL:
-    """The CUDA runtime this process already uses (mapped by torch), else one on the library path."""
-    try:
-        with open("/proc/self/maps") as fh:
-            for line in fh:
-                path = line.split()[-1]
-                if "libcudart.so" in path:
-                    return ctypes.CDLL(path)
-    except OSError:
-        pass
-    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    raise OSError("libcudart not found")
-
-
 def reset_persisting_l2() -> bool:
     """Demote every persisting L2 line and set the persisting carve-out to 0. True if both worked.
 
@@ -102,7 +85,7 @@ def reset_persisting_l2() -> bool:
 
         if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
             return False
-        lib = _libcudart()
+        lib = libcudart()
         lib.cudaCtxResetPersistingL2Cache.restype = ctypes.c_int
         lib.cudaDeviceSetLimit.restype = ctypes.c_int
         lib.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
@@ -126,7 +109,7 @@ def persisting_l2_limit() -> int | None:
 
         if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
             return None
-        lib = _libcudart()
+        lib = libcudart()
         lib.cudaDeviceGetLimit.restype = ctypes.c_int
         lib.cudaDeviceGetLimit.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
         value = ctypes.c_size_t(0)
