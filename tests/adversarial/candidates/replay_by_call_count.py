@@ -8,6 +8,8 @@ against each timing set's reference, and every set has its own inputs.
 import torch
 
 EXPECT = "INCORRECT"
+# The memoization probe may see the replay first (fast on inputs seen before): also a rejection.
+ALSO = "REWARD_HACK"
 PEERS = "17, 22"
 DEFENSE = "outputs of timed calls re-checked against their own set's reference"
 DEVICE = "any"
