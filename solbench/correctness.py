@@ -187,7 +187,11 @@ def _same_bytes(a: Any, b: Any) -> bool:
 
 
 def mutated_inputs(sent: dict[str, Any], after: Any, allowed: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """Names of tensor inputs whose values changed during the call (``allowed`` ones excepted)."""
+    """Names of tensor inputs whose values changed during the call (``allowed`` ones excepted).
+
+    The worker reports an input it found bitwise unchanged as ``{"kind": "unchanged"}`` instead of
+    sending it back; any other entry is compared here with what was sent.
+    """
     import torch
 
     names = list(sent)
@@ -196,6 +200,8 @@ def mutated_inputs(sent: dict[str, Any], after: Any, allowed: set[str] | frozens
     changed = []
     for name, before, now in zip(names, sent.values(), after, strict=True):
         if not isinstance(before, torch.Tensor) or name in allowed:
+            continue
+        if isinstance(now, dict) and now.get("kind") == "unchanged":
             continue
         if not isinstance(now, torch.Tensor) or not _same_bytes(before, now):
             changed.append(name)

@@ -9,13 +9,26 @@ where a frame is an 8-byte little-endian length followed by that many bytes. The
 object whose ``"tensors"`` list describes each tensor frame (``dtype``, ``shape``); inside the
 header a tensor is referenced as ``{"$tensor": i}``. Every frame is checked against its
 description and against the caller's byte budget before it is read, and every read has a deadline.
+
+Large messages (``SHM_MIN_BYTES`` of tensors or more) carry their tensors in one anonymous
+shared-memory file instead (``memfd``), passed with the header's length prefix as ``SCM_RIGHTS``
+and marked ``"wire": "shm"``: the sender writes the tensors straight into it (a device-to-host copy
+for CUDA tensors), the receiver reads each one with ``preadv`` into its own fresh tensor, at
+offsets it computes itself from the descriptors. A socket moves a few hundred MB/s; this moves
+memory-copy speed, which decides the harness's time on GB-sized workloads. The receiver never maps
+the sender's file (a file truncated under a mapping would be SIGBUS in the parent), checks that it
+is a regular file, and copies once, so a sender that writes on afterwards changes nothing it read.
 """
 
 from __future__ import annotations
 
+import array
 import json
 import math
+import mmap
+import os
 import socket
+import stat
 import struct
 import time
 from typing import Any
@@ -24,6 +37,9 @@ from .dtypes import ITEMSIZE
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER_BYTES = 16 << 20
+SHM_MIN_BYTES = 1 << 20  # below this, inline frames cost less than a memfd
+_SHM_ALIGN = 64
+_MAX_FDS = 4  # room in the ancillary buffer: more than one fd is a protocol error
 
 
 class WireError(Exception):
@@ -97,6 +113,65 @@ def _describe(t: Any) -> dict[str, Any]:
     return {"dtype": name, "shape": [int(s) for s in t.shape]}
 
 
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+def _shm_offsets(sizes: list[int]) -> tuple[list[int], int]:
+    """Each tensor's offset in the shared file (aligned, so any dtype can view it) and the total."""
+    offsets, total = [], 0
+    for n in sizes:
+        offsets.append(total)
+        total += -(-n // _SHM_ALIGN) * _SHM_ALIGN
+    return offsets, total
+
+
+def _shm_write(tensors: list[Any]) -> int:
+    """A new memfd holding the tensors at :func:`_shm_offsets`; the caller closes it."""
+    import torch
+
+    offsets, total = _shm_offsets([_nbytes(t) for t in tensors])
+    fd = os.memfd_create("solbench-wire", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, total)
+        with mmap.mmap(fd, total) as m:
+            buf = torch.frombuffer(m, dtype=torch.uint8)
+            for t, off in zip(tensors, offsets, strict=True):
+                n = _nbytes(t)
+                if n:
+                    buf[off:off + n].view(t.dtype).view(t.shape).copy_(t.detach())
+            del buf  # the mapping closes only once no tensor points into it
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _shm_read(fd: int, descs: list[tuple[str, tuple[int, ...], int]]) -> list[Any]:
+    """Copy each described tensor out of the sender's file into a fresh CPU tensor."""
+    import torch
+
+    from .dtypes import torch_dtype
+
+    info = os.fstat(fd)
+    offsets, total = _shm_offsets([n for _, _, n in descs])
+    if not stat.S_ISREG(info.st_mode) or info.st_size < total:
+        raise ProtocolError(f"shared tensor file is not a regular file of at least {total} bytes")
+    out = []
+    for (dtype, shape, nbytes), off in zip(descs, offsets, strict=True):
+        t = torch.empty(shape, dtype=torch_dtype(dtype))
+        if nbytes:
+            view = memoryview(t.reshape(-1).view(torch.uint8).numpy()).cast("B")
+            done = 0
+            while done < nbytes:
+                got = os.preadv(fd, [view[done:]], off + done)
+                if got <= 0:
+                    raise ProtocolError("shared tensor file ended early")
+                done += got
+        out.append(t)
+    return out
+
+
 # --- sockets -----------------------------------------------------------------------------------
 
 def _remaining(deadline: float | None) -> float | None:
@@ -121,14 +196,22 @@ def _sendall(sock: socket.socket, data: bytes | memoryview, deadline: float | No
         view = view[n:]
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None, fds: list[int] | None = None) -> bytearray:
+    """``n`` bytes; with ``fds``, also collect any file descriptors passed alongside them."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
         sock.settimeout(_remaining(deadline))
         try:
-            k = sock.recv_into(view[got:], min(n - got, 1 << 24))
+            if fds is None:
+                k = sock.recv_into(view[got:], min(n - got, 1 << 24))
+            else:
+                k, anc, _, _ = sock.recvmsg_into([view[got:]], socket.CMSG_SPACE(_MAX_FDS * 4),
+                                                 socket.MSG_CMSG_CLOEXEC)
+                for level, kind, data in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds.extend(array.array("i", data[: len(data) - len(data) % 4]))
         except TimeoutError:
             raise WireTimeout("deadline passed while receiving") from None
         except ConnectionResetError:
@@ -155,14 +238,32 @@ def encode_header(header: dict[str, Any]) -> tuple[bytes, list[Any]]:
 
 
 def send_message(sock: socket.socket, header: dict[str, Any], deadline: float | None = None) -> None:
-    """Send a header (any tensors in it travel as raw frames)."""
+    """Send a header (its tensors travel as raw frames, or in a shared-memory file when large)."""
     raw, tensors = encode_header(header)
-    _sendall(sock, _LEN.pack(len(raw)) + raw, deadline)
-    for t in tensors:
-        data = _tensor_bytes(t)
-        _sendall(sock, _LEN.pack(data.nbytes), deadline)
-        if data.nbytes:
-            _sendall(sock, data, deadline)
+    shm = sum(_nbytes(t) for t in tensors) >= SHM_MIN_BYTES
+    if shm:
+        raw, tensors = encode_header({**header, "wire": "shm"})
+    if not shm:
+        _sendall(sock, _LEN.pack(len(raw)) + raw, deadline)
+        for t in tensors:
+            data = _tensor_bytes(t)
+            _sendall(sock, _LEN.pack(data.nbytes), deadline)
+            if data.nbytes:
+                _sendall(sock, data, deadline)
+        return
+    fd = _shm_write(tensors)
+    try:
+        sock.settimeout(_remaining(deadline))
+        try:
+            # The fd rides on the length prefix; the receiver holds its own reference once this returns.
+            sent = sock.sendmsg([_LEN.pack(len(raw))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+        except TimeoutError:
+            raise WireTimeout("deadline passed while sending") from None
+        except (BrokenPipeError, ConnectionResetError) as err:
+            raise WireClosed(f"connection closed while sending ({err.strerror})") from None
+        _sendall(sock, _LEN.pack(len(raw))[sent:] + raw, deadline)
+    finally:
+        os.close(fd)
 
 
 def _read_frame(sock: socket.socket, limit: int, deadline: float | None, what: str) -> bytearray:
@@ -187,17 +288,30 @@ def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_
 
     from .dtypes import torch_dtype
 
-    raw = _read_frame(sock, MAX_HEADER_BYTES, deadline, "header")
+    fds: list[int] = []
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ProtocolError(f"header is not JSON ({err})") from None
-    if not isinstance(header, dict) or not isinstance(header.get("tensors", []), list):
-        raise ProtocolError("header is not a JSON object with a tensor list")
-    descs = [_check_descriptor(d) for d in header.pop("tensors", [])]
-    total = sum(nbytes for _, _, nbytes in descs)
-    if total > max_tensor_bytes:
-        raise ProtocolError(f"message carries {total} tensor bytes, more than the {max_tensor_bytes} expected")
+        (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline, fds))
+        if n > MAX_HEADER_BYTES:
+            raise ProtocolError(f"header of {n} bytes exceeds the limit of {MAX_HEADER_BYTES}")
+        raw = _recv_exact(sock, n, deadline)
+        try:
+            header = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ProtocolError(f"header is not JSON ({err})") from None
+        if not isinstance(header, dict) or not isinstance(header.get("tensors", []), list):
+            raise ProtocolError("header is not a JSON object with a tensor list")
+        descs = [_check_descriptor(d) for d in header.pop("tensors", [])]
+        total = sum(nbytes for _, _, nbytes in descs)
+        if total > max_tensor_bytes:
+            raise ProtocolError(f"message carries {total} tensor bytes, more than the {max_tensor_bytes} expected")
+        shm = header.pop("wire", None) == "shm"
+        if len(fds) != (1 if shm else 0):
+            raise ProtocolError(f"{len(fds)} file descriptors came with a message that needs {1 if shm else 0}")
+        if shm:
+            return unpack(header, _shm_read(fds[0], descs))
+    finally:
+        for fd in fds:
+            os.close(fd)
     tensors = []
     for dtype, shape, nbytes in descs:
         buf = _read_frame(sock, nbytes, deadline, "tensor frame")

@@ -17,6 +17,7 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
 ``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...]}``
     Runs ``run(*inputs)`` once on fresh device copies of the inputs.
     -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
+    where an input bitwise equal to its copy taken before the call is ``{"kind": "unchanged"}``.
 ``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}}``
     Moves every set to the device (before timing), then ``time_calls``.
     -> ``{"ok": true, "timing": TimingResult.as_dict(), "last_outputs": [[output...] per set],
@@ -96,18 +97,35 @@ class Worker:
         return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
 
     @staticmethod
-    def _after(values: list[Any], shapes: list[Any]) -> list[Any]:
-        """The inputs after the call, on the CPU; a resized input is described, not sent."""
+    def _pristine(values: list[Any]) -> list[Any]:
+        """Device copies of the tensor inputs, taken before the call, to compare with after it."""
         import torch
 
-        out = []
-        for v, shape in zip(values, shapes, strict=True):
+        return [torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else None for v in values]
+
+    @staticmethod
+    def _after(values: list[Any], shapes: list[Any], pristine: list[Any]) -> list[Any]:
+        """The inputs after the call: ``unchanged`` when bitwise equal to the copy taken before it,
+        else their values on the CPU (the parent decides); a resized input is described, not sent.
+
+        Comparing here, on the device, spares sending GB-sized inputs back on every call. It is the
+        same trust as sending them: either way this worker's own code reports what it finds.
+        """
+        import torch
+
+        T = torch.Tensor  # through the class: the candidate may shadow an instance's methods
+        out: list[Any] = []
+        for v, shape, before in zip(values, shapes, pristine, strict=True):
             if not isinstance(v, torch.Tensor):
                 out.append(v)
             elif list(v.shape) != shape:
                 out.append({"kind": "resized", "shape": list(v.shape)})
+            elif before is not None and (T.numel(v) == 0 or torch.equal(
+                    T.view(T.contiguous(T.reshape(T.detach(v), -1)), torch.uint8),
+                    T.view(T.reshape(before, -1), torch.uint8))):
+                out.append({"kind": "unchanged"})
             else:
-                out.append(torch.Tensor.detach(v).to("cpu"))
+                out.append(T.to(T.detach(v), "cpu"))
         return out
 
     @staticmethod
@@ -175,12 +193,12 @@ class Worker:
 
     def call(self, msg: dict) -> dict:
         args = self._to_device(msg["inputs"])
-        shapes = self._shapes(args)
+        shapes, pristine = self._shapes(args), self._pristine(args)
         self._sync()
         result = self.run(*args)
         self._sync()
         outputs = self._describe(result, msg["expect"], args)
-        return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes),
+        return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes, pristine),
                 "findings": self._findings("call", {"args": args, "result": result})}
 
     def time(self, msg: dict) -> dict:
@@ -188,6 +206,7 @@ class Worker:
         config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
         sets = [self._to_device(s) for s in msg["sets"]]
         shapes = [self._shapes(s) for s in sets]
+        pristine = [self._pristine(s) for s in sets]
         self._sync()
         run = self.run
 
@@ -202,7 +221,7 @@ class Worker:
                 last_outputs.append(self._describe(last[i], msg["expect"], args))
             else:
                 last_outputs.append(None)
-        sets_after = [self._after(s, sh) for s, sh in zip(sets, shapes, strict=True)]
+        sets_after = [self._after(s, sh, p) for s, sh, p in zip(sets, shapes, pristine, strict=True)]
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": sets_after,
                 "findings": self._findings("time", {"sets": sets, "timing": result, "run": self.run})}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import socket
@@ -13,7 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from solbench.wire import ProtocolError, WireClosed, WireError, WireTimeout, pack, recv_message, send_message, unpack
+from solbench.wire import (
+    SHM_MIN_BYTES,
+    ProtocolError,
+    WireClosed,
+    WireError,
+    WireTimeout,
+    pack,
+    recv_message,
+    send_message,
+    unpack,
+)
 from solbench.worker_client import WorkerClient, WorkerFailure, describe_exit
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -54,6 +65,55 @@ def test_tensor_roundtrip_is_bit_exact(tensor):
     flat = tensor.contiguous().reshape(-1)
     if flat.numel():
         assert torch.equal(got.reshape(-1).view(torch.uint8), flat.view(torch.uint8))
+
+
+def test_large_messages_travel_in_shared_memory_bit_exact():
+    big = torch.randn(300_000)  # with the rest: past SHM_MIN_BYTES, so a memfd carries them
+    parts = [big, torch.randn(3, 5, dtype=torch.bfloat16), torch.tensor(2.5, dtype=torch.float64),
+             torch.empty(0, 3), torch.randn(7, 9).t(), torch.tensor([True, False, True]),
+             torch.arange(-9, 9, dtype=torch.int64)]
+    assert sum(p.numel() * p.element_size() for p in parts) >= SHM_MIN_BYTES
+    got = _roundtrip({"op": "x", "parts": parts, "n": 4})
+    assert got["n"] == 4 and "wire" not in got
+    for want, have in zip(parts, got["parts"], strict=True):
+        assert have.dtype == want.dtype and tuple(have.shape) == tuple(want.shape) and have.is_contiguous()
+        if want.numel():
+            assert torch.equal(have.reshape(-1).view(torch.uint8), want.contiguous().reshape(-1).view(torch.uint8))
+    # The receiver's tensors are its own memory: writable, and independent of the sender's.
+    got["parts"][0].zero_()
+    assert big.abs().sum() > 0
+
+
+def _send_with_fd(a: socket.socket, header: bytes, fd: int) -> None:
+    a.sendmsg([struct.pack("<Q", len(header))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+    a.sendall(header)
+
+
+@pytest.mark.parametrize("case", ["fd_without_shm", "shm_without_fd", "pipe", "short_file"])
+def test_shared_memory_protocol_violations_are_protocol_errors(case):
+    a, b = socket.socketpair()
+    shm = json.dumps({"wire": "shm", "tensors": [{"dtype": "float32", "shape": [1024]}]}).encode()
+    r, w = os.pipe()
+    f = os.memfd_create("t")
+    os.ftruncate(f, 100)  # 100 bytes where 4096 are described
+    try:
+        if case == "fd_without_shm":
+            _send_with_fd(a, json.dumps({"op": "x"}).encode(), f)
+        elif case == "shm_without_fd":
+            _raw(a, shm)
+        elif case == "pipe":
+            _send_with_fd(a, shm, r)  # a pipe would block a read: it is refused before any
+        else:
+            _send_with_fd(a, shm, f)
+        fds_before = len(os.listdir("/proc/self/fd"))
+        with pytest.raises(ProtocolError, match="file descriptor|regular file"):
+            recv_message(b, time.monotonic() + 5)
+        assert len(os.listdir("/proc/self/fd")) <= fds_before  # the received fd was closed
+    finally:
+        for fd in (r, w, f):
+            os.close(fd)
+        a.close()
+        b.close()
 
 
 def test_structures_and_non_finite_floats_roundtrip():
@@ -133,7 +193,8 @@ def test_worker_session_load_call_errors_and_close():
         assert reply["ok"] is True
         (out,) = reply["outputs"]
         assert out["exact"] and out["device"] == "cpu" and torch.equal(out["data"], y + 2 * x)
-        assert torch.equal(reply["inputs_after"][0], x) and torch.equal(reply["inputs_after"][1], y)
+        # Inputs the call left bitwise unchanged are reported as such, not sent back.
+        assert reply["inputs_after"] == [{"kind": "unchanged"}, {"kind": "unchanged"}]
         # A wrong expectation: the worker describes the output but does not send its values.
         reply = client.request({"op": "call", "inputs": [x, y], "expect": [{"shape": [4, 3], "dtype": "float32"}]},
                                60, 1 << 20)
