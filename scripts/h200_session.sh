@@ -42,17 +42,20 @@ for s in "$@"; do
       # issue 4's "Show": the seed o_proj + residual with eager, torch.compile and two Triton
       # candidates; rmsnorm (memory-bound) with eager, Triton and a CuPy RawKernel.
       P=problems/llama3_1_8b
+      S=$P/attn_o_proj_residual/solutions
       step show_o_proj timeout ${SHOW_TIMEOUT:-200} python3 -m solbench run llama3_1_8b.attn_o_proj_residual \
-        -s $P/attn_o_proj_residual/solutions/{torch_eager,torch_compile,triton_gemm_residual,triton_tma_gemm_residual}.py \
+        -s $S/torch_eager.py -s $S/torch_compile.py -s $S/triton_gemm_residual.py -s $S/triton_tma_gemm_residual.py \
         --workload decode_b16 --workload prefill_b4_s2048 --workload prefill_b2_s8192 -o "results/h200/show_$STAMP.jsonl"
       step show_rmsnorm timeout ${SHOW_TIMEOUT:-200} python3 -m solbench run llama3_1_8b.rmsnorm \
-        -s $P/rmsnorm/solutions/{torch_eager,triton_rmsnorm}.py -s tests/candidates/gpu_cupy_rmsnorm.py \
+        -s $P/rmsnorm/solutions/torch_eager.py -s $P/rmsnorm/solutions/triton_rmsnorm.py -s tests/candidates/gpu_cupy_rmsnorm.py \
         -o "results/h200/show_$STAMP.jsonl" ;;
     gpu_tests)
       step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider tests/test_cli_run.py -k gpu ;;
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
         python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ;;
+    landlock_probe)
+      step landlock_probe timeout 200 python3 scripts/landlock_cuda_probe.py ;;
     run_seed)
       step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "results/h200/seed_$STAMP.jsonl" ;;
     run_library)

@@ -25,7 +25,7 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
 ``{"op": "exit"}``
     The worker exits 0.
 
-A failed request replies ``{"ok": false, "kind": "runtime", "message": last line, "traceback": str}``
+A failed request replies ``{"ok": false, "kind": "runtime", "message": first [... last] line, "traceback": str}``
 (the traceback also goes to the log). ``output`` is ``{"kind": "tensor", "type", "exact",
 "shape", "dtype", "device", "contiguous", "aliases", "data"}`` where ``data`` (the values, on the
 CPU) is present only for a plain ``torch.Tensor`` with the expected shape and dtype, so a reply's
@@ -232,8 +232,11 @@ def _failure(err: BaseException) -> dict:
     if isinstance(err, SystemExit):
         message = f"run() called sys.exit({err.code!r})"
     else:
-        text = str(err).strip().splitlines()
-        message = f"{type(err).__name__}: {text[-1].strip()}" if text else type(err).__name__
+        # The first line says what went wrong (CUDA's "an illegal memory access was encountered");
+        # the last often says where (a Triton compile error's position) or only gives advice.
+        text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+        said = text[0] if len(text) < 2 else f"{text[0]} ... {text[-1]}"
+        message = f"{type(err).__name__}: {said}" if text else type(err).__name__
     return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
 
 
