@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import sys
 import time
 from collections import Counter
@@ -48,8 +49,18 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--resume", action="store_true",
+                    help="skip the (problem, workload, candidate) triples the output file already has a record of")
     args = ap.parse_args()
 
+    done: set[tuple[str, str, str]] = set()
+    if args.resume and Path(args.output).exists():
+        for line in Path(args.output).read_text().splitlines():
+            try:
+                r = json.loads(line)
+                done.add((r["problem"], r["workload"], r["solution"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line: that triple runs again
     files = find_problems(args.problems)
     plan = plan_run(files)
     keep = []
@@ -64,7 +75,13 @@ def main() -> int:
             item.workloads = [by_size[0], by_size[-1]]
         if args.largest:
             item.workloads = [max(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))]
-        if item.candidates:
+        if done:
+            name = item.problem.name
+            item.workloads = [w for w in item.workloads
+                              if any((name, w.name, c.name) not in done for c in item.candidates)]
+            item.candidates = [c for c in item.candidates
+                               if any((name, w.name, c.name) not in done for w in item.workloads)]
+        if item.candidates and item.workloads:
             keep.append(item)
     keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))
     n = sum(len(i.workloads) * len(i.candidates) for i in keep)

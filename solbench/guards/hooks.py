@@ -63,11 +63,8 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
     # the first call (any process left running after run() returns is a finding).
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     ensure_imported(["solbench.timing", "solbench.correctness", "solbench.wire", "solbench.candidate"])
+    writes = restrict_writes(default_writable_dirs(work))
     if os.path.exists("/dev/nvidiactl"):
-        # Seen on the H200 (2026-11-30): with Landlock applied first, CUDA's init fails with
-        # error 304 (OS call failed), so every candidate became RUNTIME_ERROR. On a GPU host the
-        # write restriction is left off until the driver's needs are pinned down.
-        writes = "skipped: Landlock breaks CUDA driver initialisation (error 304)"
         try:
             import torch
 
@@ -76,8 +73,6 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
                 note_persisting_l2_baseline()
         except Exception:  # noqa: BLE001 - the worker reports CUDA failures when it loads
             pass
-    else:
-        writes = restrict_writes(default_writable_dirs(work))
     limits = {"subreaper": become_subreaper(), "writes": writes}
     _STATE = _WorkerState()
     _STATE.limits = limits

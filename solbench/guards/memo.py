@@ -52,7 +52,8 @@ def fresh_copy(values: Sequence[Any], generator: torch.Generator) -> list[Any]:
         if type(v) is not torch.Tensor:
             out.append(v)
         elif v.is_floating_point() and v.numel():
-            noise = torch.randn(v.shape, generator=generator, dtype=torch.float32).to(v.device)
+            # Drawn on the tensor's own device: a CPU draw of a GB-sized input took seconds per probe.
+            noise = torch.randn(v.shape, generator=generator, dtype=torch.float32, device=v.device)
             out.append((v.float() * (1 + _PERTURB * noise)).to(v.dtype).contiguous())
         else:
             out.append(v.clone())
@@ -121,7 +122,7 @@ def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_medi
     if per_round < 1:
         return None
     margin = MARGIN_S[dev]
-    gen = torch.Generator().manual_seed(0x5EED)
+    gen = torch.Generator(device=dev).manual_seed(0x5EED)
     flush = None
     if dev == "cuda":
         l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)

@@ -79,10 +79,16 @@ def landlock_abi() -> int:
 
 
 def default_writable_dirs(work_dir: str | os.PathLike[str]) -> list[Path]:
-    """Where a worker legitimately writes: its own folder, /dev (null, shm, GPU nodes) and the JIT
-    caches of Triton, CUDA, CuPy, Inductor and torch extensions."""
+    """Where a worker legitimately writes: its own folder, /dev (null, shm, GPU nodes), /proc and
+    /sys, and the JIT caches of Triton, CUDA, CuPy, Inductor and torch extensions.
+
+    /proc and /sys: without them the CUDA driver's initialisation fails with error 304 (seen on the
+    H200, 2026-11-30; ``scripts/landlock_cuda_probe.py``: /tmp or /run alone do not help). Neither
+    holds results files; what is writable there is the kernel's to police (most of it root-only).
+    """
     home = Path.home()
-    dirs = [Path(work_dir), Path("/dev"), home / ".triton", home / ".nv", home / ".cupy", home / ".cache"]
+    dirs = [Path(work_dir), Path("/dev"), Path("/proc"), Path("/sys"), home / ".triton", home / ".nv",
+            home / ".cupy", home / ".cache"]
     for var in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR",
                 "CUDA_CACHE_PATH", "XDG_CACHE_HOME"):
         if os.environ.get(var):
