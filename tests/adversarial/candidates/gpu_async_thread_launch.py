@@ -11,6 +11,9 @@ import time
 import torch
 
 EXPECT = "REWARD_HACK"
+# Seen on the H200 (2026-11-30): the round's output check ran before the 50 ms-late kernel, so the
+# first round is already INCORRECT (an empty output); the thread check would say REWARD_HACK.
+ALSO = "INCORRECT"
 PEERS = "14"
 DEFENSE = "check_concurrency (threads left running); outputs of timed calls re-checked"
 DEVICE = "cuda"
