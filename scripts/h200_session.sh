@@ -73,7 +73,7 @@ for s in "$@"; do
     adversarial)
       step adversarial python3 -m pytest -q -p no:cacheprovider tests/adversarial -m gpu ;;
     report)
-      step report bash -c "sb report results/h200 -o results/h200/report.html && sb plot roofline results/h200 -o results/h200/roofline.png" ;;
+      step report bash -c "python3 -m solbench report results/h200 -o results/h200/report.html && python3 -m solbench plot roofline results/h200 -o results/h200/roofline.png --gpu h200_sxm" ;;
     *)
       echo "unknown step $s" ;;
   esac

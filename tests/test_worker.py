@@ -236,3 +236,19 @@ def test_each_worker_has_its_own_jit_caches(tmp_path):
     for var in JIT_CACHE_VARS:
         assert Path(a[var]).is_relative_to(tmp_path / "a") and Path(b[var]).is_relative_to(tmp_path / "b")
     assert len({a[v] for v in JIT_CACHE_VARS}) == len(JIT_CACHE_VARS)
+
+
+def test_failure_message_keeps_the_first_line_and_the_last():
+    from solbench.worker import _failure
+
+    try:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nsome detail\n"
+                           "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    except RuntimeError as err:
+        reply = _failure(err)
+    assert reply["message"] == ("RuntimeError: CUDA error: an illegal memory access was encountered ... "
+                                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    try:
+        raise ValueError("one line")
+    except ValueError as err:
+        assert _failure(err)["message"] == "ValueError: one line"
