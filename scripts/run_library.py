@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import sys
 import time
 from collections import Counter
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from solbench.api import default_device, plan_run, run_plan
 from solbench.problem import find_problems
+from solbench.results import read_records
 from solbench.runner import RunOptions
 
 
@@ -55,12 +55,8 @@ def main() -> int:
 
     done: set[tuple[str, str, str]] = set()
     if args.resume and Path(args.output).exists():
-        for line in Path(args.output).read_text().splitlines():
-            try:
-                r = json.loads(line)
-                done.add((r["problem"], r["workload"], r["solution"]))
-            except (ValueError, KeyError, TypeError):
-                continue  # a torn last line: that triple runs again
+        records, _ = read_records([args.output])  # a torn last line is skipped: that triple runs again
+        done = {(r["problem"], r.get("workload"), r.get("solution")) for r in records}
     files = find_problems(args.problems)
     plan = plan_run(files)
     keep = []

@@ -173,16 +173,21 @@ def check_outputs(
     return OutputsCheck(True, None, details)
 
 
-def _same_bytes(a: Any, b: Any) -> bool:
-    """Bitwise equality (NaN-safe): same shape, dtype and bytes."""
+def same_bytes(a: Any, b: Any) -> bool:
+    """Bitwise equality (NaN-safe): same shape, dtype and bytes.
+
+    Through ``torch.Tensor``'s own functions: the worker calls this on tensors the candidate has
+    held, whose instance attributes may shadow any method.
+    """
     import torch
 
+    T = torch.Tensor
     if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
         return False
-    if a.numel() == 0:
+    if T.numel(a) == 0:
         return True
-    av = a.detach().reshape(-1).contiguous().view(torch.uint8)
-    bv = b.detach().to(a.device).reshape(-1).contiguous().view(torch.uint8)
+    av = T.view(T.contiguous(T.reshape(T.detach(a), -1)), torch.uint8)
+    bv = T.view(T.contiguous(T.reshape(T.to(T.detach(b), a.device), -1)), torch.uint8)
     return torch.equal(av, bv)
 
 
@@ -203,6 +208,6 @@ def mutated_inputs(sent: dict[str, Any], after: Any, allowed: set[str] | frozens
             continue
         if isinstance(now, dict) and now.get("kind") == "unchanged":
             continue
-        if not isinstance(now, torch.Tensor) or not _same_bytes(before, now):
+        if not isinstance(now, torch.Tensor) or not same_bytes(before, now):
             changed.append(name)
     return changed

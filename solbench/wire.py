@@ -117,6 +117,11 @@ def _nbytes(t: Any) -> int:
     return t.numel() * t.element_size()
 
 
+def _in_shm(tensors: list[Any]) -> bool:
+    """Whether a message's tensors travel in shared memory (see the module docstring)."""
+    return sum(_nbytes(t) for t in tensors) >= SHM_MIN_BYTES
+
+
 def _shm_offsets(sizes: list[int]) -> tuple[list[int], int]:
     """Each tensor's offset in the shared file (aligned, so any dtype can view it) and the total."""
     offsets, total = [], 0
@@ -183,12 +188,17 @@ def _remaining(deadline: float | None) -> float | None:
     return left
 
 
-def _sendall(sock: socket.socket, data: bytes | memoryview, deadline: float | None) -> None:
+def _sendall(sock: socket.socket, data: bytes | memoryview, deadline: float | None, fd: int | None = None) -> None:
+    """Send all of ``data``; ``fd`` rides on the first bytes (SCM_RIGHTS)."""
     view = memoryview(data).cast("B")
     while view.nbytes:
         sock.settimeout(_remaining(deadline))
         try:
-            n = sock.send(view[: 1 << 24])
+            if fd is not None:
+                n = sock.sendmsg([view[: 1 << 24]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+                fd = None  # the receiver holds its own reference once sent
+            else:
+                n = sock.send(view[: 1 << 24])
         except TimeoutError:
             raise WireTimeout("deadline passed while sending") from None
         except (BrokenPipeError, ConnectionResetError) as err:
@@ -231,19 +241,21 @@ def _json_default(x: Any) -> Any:
 
 
 def encode_header(header: dict[str, Any]) -> tuple[bytes, list[Any]]:
-    """The JSON bytes of a header and the tensors that follow it (raises if it cannot be encoded)."""
+    """The JSON bytes of a header and the tensors that follow it (raises if it cannot be encoded).
+
+    The header is marked ``"wire": "shm"`` when its tensors are large enough to travel in shared
+    memory (:func:`send_message`)."""
     body, tensors = pack(header)
     body["tensors"] = [_describe(t) for t in tensors]
+    if _in_shm(tensors):
+        body["wire"] = "shm"
     return json.dumps(body, allow_nan=True, default=_json_default).encode("utf-8"), tensors
 
 
 def send_message(sock: socket.socket, header: dict[str, Any], deadline: float | None = None) -> None:
     """Send a header (its tensors travel as raw frames, or in a shared-memory file when large)."""
     raw, tensors = encode_header(header)
-    shm = sum(_nbytes(t) for t in tensors) >= SHM_MIN_BYTES
-    if shm:
-        raw, tensors = encode_header({**header, "wire": "shm"})
-    if not shm:
+    if not _in_shm(tensors):
         _sendall(sock, _LEN.pack(len(raw)) + raw, deadline)
         for t in tensors:
             data = _tensor_bytes(t)
@@ -253,15 +265,7 @@ def send_message(sock: socket.socket, header: dict[str, Any], deadline: float | 
         return
     fd = _shm_write(tensors)
     try:
-        sock.settimeout(_remaining(deadline))
-        try:
-            # The fd rides on the length prefix; the receiver holds its own reference once this returns.
-            sent = sock.sendmsg([_LEN.pack(len(raw))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
-        except TimeoutError:
-            raise WireTimeout("deadline passed while sending") from None
-        except (BrokenPipeError, ConnectionResetError) as err:
-            raise WireClosed(f"connection closed while sending ({err.strerror})") from None
-        _sendall(sock, _LEN.pack(len(raw))[sent:] + raw, deadline)
+        _sendall(sock, _LEN.pack(len(raw)) + raw, deadline, fd)
     finally:
         os.close(fd)
 
