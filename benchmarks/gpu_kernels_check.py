@@ -128,7 +128,7 @@ def check_candidate(op: str, file: str, spec: Any, eager_cache: dict, deadline: 
     import torch
 
     from solbench import load_problem, workload_point
-    from solbench.inputs import load_generator, load_module, load_reference, make_inputs
+    from solbench.data.inputs import load_generator, load_module, load_reference, make_inputs
 
     folder = PROBLEM_ROOT / op
     if not (folder / "problem.yaml").is_file():
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     from solbench import load_spec
 
     if not torch.cuda.is_available():
-        print("gpu_kernels_check needs a CUDA device (the CPU path is tests/test_triton_kernels.py)")
+        print("gpu_kernels_check needs a CUDA device (the CPU path is tests/library/test_triton_kernels.py)")
         return 2
     spec = load_spec("h200_sxm")
     wanted = {p for p in args.problems.split(",") if p}

@@ -181,7 +181,7 @@ def s_cupti_joined() -> str:
 
 
 def _probe_step(backend: str) -> str:
-    from solbench.clockprobe import ClockProbe, nvml_max_sm_mhz
+    from solbench.timing.clockprobe import ClockProbe, nvml_max_sm_mhz
 
     probe = ClockProbe(backend=backend)
     x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -222,7 +222,7 @@ def s_clock_result() -> str:
 def s_wall() -> str:
     from timing_fidelity import wall_reference
 
-    from solbench.cupti import measure
+    from solbench.timing.cupti import measure
 
     fn, n_sets, _ = _add_case(256 << 20, "cuda")
     ev, _ = _time((fn, n_sets, None), method="events")
@@ -235,7 +235,7 @@ def s_wall() -> str:
 
 @step("persisting-L2 reset")
 def s_l2() -> str:
-    from solbench._timing_cuda import _PersistingL2Reset
+    from solbench.timing.cuda import _PersistingL2Reset
 
     r = _PersistingL2Reset()
     check(r.status == "ok", r.status)
@@ -244,7 +244,7 @@ def s_l2() -> str:
 
 @step("cooldown")
 def s_cooldown() -> str:
-    from solbench.clockprobe import cooldown
+    from solbench.timing.clockprobe import cooldown
 
     out = cooldown(2.0)
     check(out["available"], f"NVML unavailable: {out}")
@@ -253,7 +253,7 @@ def s_cooldown() -> str:
 
 @step("calibrate --quick (cuda)")
 def s_calibrate() -> str:
-    from solbench.calibrate import calibrate
+    from solbench.engine.calibrate import calibrate
 
     with tempfile.TemporaryDirectory() as d:
         spec, path = calibrate("cuda", Path(d) / "smoke_measured.yaml", quick=True, sustained_s=0.2, log=lambda s: None)

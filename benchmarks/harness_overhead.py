@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from solbench.api import DEMO_PROBLEMS, default_device, plan_run, run_plan
-from solbench.record import ResultRecord
-from solbench.runner import RunOptions
+from solbench.data.record import ResultRecord
+from solbench.engine.runner import RunOptions
 
 GOAL_PROBLEMS, GOAL_CANDIDATES, GOAL_S = 40, 2, 600.0
 

@@ -29,12 +29,12 @@ import record_factory as rf  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 import solbench  # noqa: E402
+from solbench.data.hardware import load_spec  # noqa: E402
+from solbench.data.problem import find_problems, load_problem  # noqa: E402
+from solbench.data.record import Status  # noqa: E402
+from solbench.data.roofline import workload_point  # noqa: E402
 from solbench.errors import SolbenchError  # noqa: E402
-from solbench.hardware import load_spec  # noqa: E402
-from solbench.leaderboard_render import format_leaderboard, print_leaderboard  # noqa: E402
-from solbench.problem import find_problems, load_problem  # noqa: E402
-from solbench.record import Status  # noqa: E402
-from solbench.roofline import workload_point  # noqa: E402
+from solbench.present.leaderboard import format_leaderboard, print_leaderboard  # noqa: E402
 
 CANDIDATES = ("torch_eager", "torch_compile", "triton_v1", "triton_v2", "cupy_raw", "cuda_inline")
 GPUS = {"h200_sxm": "NVIDIA H200", "h100_sxm": "NVIDIA H100 80GB HBM3"}

@@ -174,7 +174,7 @@ def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float)
     if "expect" in meta:  # the timed outputs are right (the loop hands back real copies)
         row["outputs_ok"] = all(torch.allclose(last[i], meta["expect"](i)) for i in range(n_sets))
     if device == "cuda":
-        from solbench.cupti import measure
+        from solbench.timing.cupti import measure
 
         # Both CUDA methods on every case, whatever auto picked: the table then shows where each is
         # accurate, which is the evidence for auto's threshold (graph_threshold_s).
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"two processes, {two_case}: {two}")
     spec_id = args.device
     if args.device == "cuda":
-        from solbench.hardware import detect_spec
+        from solbench.data.hardware import detect_spec
 
         try:
             spec_id = detect_spec(torch.cuda.get_device_name()).id

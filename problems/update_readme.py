@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from solbench.problem import find_problems, load_problem
+from solbench.data.problem import find_problems, load_problem
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"

@@ -33,7 +33,7 @@ for s in "$@"; do
         python3 -c "import torch, triton, sys; print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name())";
         python3 -c "import cupy; print(\"cupy\", cupy.__version__)"; python3 -c "import pydantic; print(\"pydantic\", pydantic.__version__)"' ;;
     unit)
-      step unit python3 -m pytest -q -x --timeout 300 -p no:cacheprovider tests/test_problem_library.py tests/test_roofline.py ;;
+      step unit python3 -m pytest -q -x --timeout 300 -p no:cacheprovider tests/library/test_every_problem.py tests/data/test_roofline.py ;;
     timing_smoke)
       step timing_smoke python3 benchmarks/gpu_timing_smoke.py --json "$OUT/timing_smoke.json" ;;
     kernels)
@@ -50,7 +50,7 @@ for s in "$@"; do
         -s $P/rmsnorm/solutions/torch_eager.py -s $P/rmsnorm/solutions/triton_rmsnorm.py -s tests/candidates/gpu_cupy_rmsnorm.py \
         -o "results/h200/show_$STAMP.jsonl" ;;
     gpu_tests)
-      step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider tests/test_cli_run.py -k gpu ;;
+      step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider tests/cli/test_run_command.py -k gpu ;;
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
         python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ;;

@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from solbench.api import default_device, plan_run, run_plan
-from solbench.problem import find_problems
-from solbench.results import read_records
-from solbench.runner import RunOptions
+from solbench.data.problem import find_problems
+from solbench.data.results import read_records
+from solbench.engine.runner import RunOptions
 
 
 class LineProgress:

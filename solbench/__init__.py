@@ -11,13 +11,12 @@ Public API (the CLI is a thin layer over these)::
 
 from __future__ import annotations
 
-from ._version import __version__
-from .errors import ExpressionError, ProblemError, SolbenchError, SpecError
-from .expr import evaluate as evaluate_expression
-from .hardware import HardwareSpec, detect_spec, list_specs, load_spec
-from .problem import Problem, Workload, find_problems, load_problem
-from .record import ResultRecord, Status
-from .roofline import (
+from solbench._version import __version__
+from solbench.data.expr import evaluate as evaluate_expression
+from solbench.data.hardware import HardwareSpec, detect_spec, list_specs, load_spec
+from solbench.data.problem import Problem, Workload, find_problems, load_problem
+from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import (
     AnchoredScore,
     RooflinePoint,
     anchored_score,
@@ -25,26 +24,27 @@ from .roofline import (
     sol,
     workload_point,
 )
-from .validate import validate_paths
+from solbench.data.validate import validate_paths
+from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
 
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
 
 
 # Presentation (results -> leaderboard, charts, report), also lazy: it pulls in pandas and matplotlib.
-_PRESENT_NAMES = {"load_results": "analysis", "Leaderboard": "ranking", "leaderboard": "ranking",
+_PRESENT_NAMES = {"load_results": "frame", "Leaderboard": "ranking", "leaderboard": "ranking",
                   "plot_roofline": "plots", "plot_sol": "plots", "write_report": "report"}
 
 
 def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
     if name in _ENGINE_NAMES:
-        from . import api
+        from solbench import api
 
         return getattr(api, name)
     if name in _PRESENT_NAMES:
         import importlib
 
-        return getattr(importlib.import_module(f".{_PRESENT_NAMES[name]}", __name__), name)
+        return getattr(importlib.import_module(f"solbench.present.{_PRESENT_NAMES[name]}"), name)
     raise AttributeError(f"module 'solbench' has no attribute {name!r}")
 
 

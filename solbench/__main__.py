@@ -1,3 +1,3 @@
-from .cli import main
+from solbench.cli import main
 
 main()

@@ -16,14 +16,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .candidate import describe_candidates, shipped_candidates
-from .cases import WorkloadCases
-from .errors import ProblemError, SolbenchError
-from .evaluation import CandidateSlot
-from .problem import Problem, Workload
-from .record import ResultRecord, Status
-from .roofline import RooflinePoint
-from .runner import NullProgress, PlanItem, Progress, Runner, RunOptions
+from solbench.data.library import problems_root, resolve_problem
+from solbench.data.problem import Problem, Workload
+from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import RooflinePoint
+from solbench.engine.cases import WorkloadCases
+from solbench.engine.evaluation import CandidateSlot
+from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner, RunOptions
+from solbench.errors import ProblemError, SolbenchError
+from solbench.worker.candidate import describe_candidates, shipped_candidates
 
 __all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_interleaved", "run_plan",
            "run_problems"]
@@ -79,9 +80,7 @@ class RunResult:
 def _as_problem(p: str | Path | Problem, problems_dir: Path | None) -> Problem:
     if isinstance(p, Problem):
         return p
-    from .cli._common import resolve_problem
-
-    return resolve_problem(str(p), problems_dir)
+    return resolve_problem(p, problems_dir)
 
 
 def _select_workloads(problem: Problem, names: Sequence[str], smallest: bool) -> list[Workload]:
@@ -196,7 +195,7 @@ def _cooldown(device: str, max_wait_s: float) -> dict[str, Any]:
         return {"waited_s": 0.0, "recovered": None}
     import torch
 
-    from .clockprobe import cooldown
+    from solbench.timing.clockprobe import cooldown
 
     return cooldown(max_wait_s, device_index=torch.cuda.current_device())
 
@@ -247,9 +246,7 @@ class DemoResult:
 
 def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLEMS) -> tuple[list[Problem], list[str]]:
     """The demo's problems found under the problems folder, and the names not found."""
-    from .cli._common import default_problems_dir, resolve_problem
-
-    root = problems_dir or default_problems_dir()
+    root = problems_root(problems_dir)
     found, missing = [], []
     for name in DEMO_PROBLEMS:
         try:

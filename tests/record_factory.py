@@ -1,6 +1,6 @@
 """Valid, realistic result records for testing the presentation layer (leaderboard, plots, report).
 
-Numbers come from real problems and specs through ``solbench.roofline.workload_point``: a record's
+Numbers come from real problems and specs through ``solbench.data.roofline.workload_point``: a record's
 time is T_ideal / SOL for a SOL the factory chooses, so tests can check every aggregate against
 the chosen SOLs (``RecordSet.truth``), independently of the code under test.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from solbench.hardware import HardwareSpec, load_spec
-from solbench.problem import Problem, load_problem
-from solbench.record import ResultRecord, Status
-from solbench.roofline import RooflinePoint, point, workload_point
+from solbench.data.hardware import HardwareSpec, load_spec
+from solbench.data.problem import Problem, load_problem
+from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import RooflinePoint, point, workload_point
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_PROBLEM = ROOT / "problems" / "llama3_1_8b" / "attn_o_proj_residual"

@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from ..calibrate import calibrate as run_calibration
-from . import app
-from ._common import console, err_console, si
+from solbench.cli._app import app
+from solbench.cli._common import console, err_console, si
+from solbench.engine.calibrate import calibrate as run_calibration
 
 
 class CalibrateDevice(str, Enum):

@@ -10,10 +10,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import api
-from ..record import ResultRecord, Status
-from . import app
-from ._common import console, err_console, fmt_time
+from solbench import api
+from solbench.cli._app import app
+from solbench.cli._common import console, err_console, fmt_time
+from solbench.data.record import ResultRecord, Status
 
 _STATUS_STYLE = {
     Status.PASSED.value: "green",
@@ -183,7 +183,7 @@ def demo(
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
     finally:
         if result.records:  # the leaderboard, a roofline chart and the report, whatever passed
-            from ..report import present_demo
+            from solbench.present.report import present_demo
 
             present_demo(result.records_path, result.records_path.with_suffix(""),
                          console=err_console if as_json else console)

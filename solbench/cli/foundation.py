@@ -9,13 +9,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from ..errors import SolbenchError
-from ..hardware import HardwareSpec, list_specs, load_spec
-from ..problem import find_problems, load_problem, problem_json_schema
-from ..roofline import problem_points, workload_point
-from ..validate import validate_paths
-from . import app
-from ._common import console, default_problems_dir, err_console, fmt_time, resolve_problem, si
+from solbench.cli._app import app
+from solbench.cli._common import console, err_console, fmt_time, si
+from solbench.data.hardware import HardwareSpec, list_specs, load_spec
+from solbench.data.library import problems_root, resolve_problem
+from solbench.data.problem import find_problems, load_problem, problem_json_schema
+from solbench.data.roofline import problem_points, workload_point
+from solbench.data.validate import validate_paths
+from solbench.errors import SolbenchError
 
 
 class ListFormat(str, Enum):
@@ -41,12 +42,12 @@ def validate(
 
 @app.command("list")
 def list_problems(
-    problems: Path = typer.Option(None, "--problems", help="folder of problems (default: ./problems)"),
+    problems: Path = typer.Option(None, "--problems", help="folder of problems (default: $SOLBENCH_PROBLEMS, else the shipped library)"),
     gpu: str = typer.Option("h200_sxm", "--gpu", help="spec id for the bound column"),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
 ) -> None:
     """The problems, their workloads, and their bound on a given GPU."""
-    root = problems or default_problems_dir()
+    root = problems_root(problems)
     if not root.exists():
         raise SolbenchError(f"problems folder {root} not found: pass --problems DIR")
     spec = load_spec(gpu)
@@ -158,7 +159,7 @@ def schema(kind: SchemaKind = typer.Argument(SchemaKind.problem)) -> None:
     elif kind == SchemaKind.spec:
         out = HardwareSpec.model_json_schema()
     else:
-        from ..record import ResultRecord
+        from solbench.data.record import ResultRecord
 
         out = ResultRecord.model_json_schema()
     typer.echo(json.dumps(out, indent=2))

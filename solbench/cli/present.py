@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from ..errors import SolbenchError
-from ..html import one_line
-from . import app
-from ._common import console, err_console
+from solbench.cli._app import app
+from solbench.cli._common import console, err_console
+from solbench.errors import SolbenchError
+from solbench.present.markup import one_line
 
 plot_app = typer.Typer(help="Charts of result records (PNG, SVG or PDF by the output's suffix).",
                        no_args_is_help=True)
@@ -48,7 +48,7 @@ ROOF_OPT = typer.Option(None, "--roof", help="datasheet or measured: the roof SO
 
 
 def _load(paths: list[Path] | None):
-    from ..analysis import load_results
+    from solbench.present.frame import load_results
 
     for p in paths or []:
         if not p.exists():
@@ -81,8 +81,8 @@ def leaderboard(
     roof: str = ROOF_OPT,
 ) -> None:
     """Rank candidates per problem and GPU (workloads passed, then geomean SOL), and overall."""
-    from ..leaderboard_render import format_leaderboard, print_leaderboard
-    from ..ranking import leaderboard as build_leaderboard
+    from solbench.present.leaderboard import format_leaderboard, print_leaderboard
+    from solbench.present.ranking import leaderboard as build_leaderboard
 
     lb = build_leaderboard(_load(results), problem=problem, gpu=gpu, tag=tag, candidate=candidate,
                            roof=roof)
@@ -111,7 +111,7 @@ def _plot_command(kind: str, what: str, doc: str) -> None:
         roof: str = ROOF_OPT,
         title: str = typer.Option(None, "--title", help="chart title [default: what and on which GPU]"),
     ) -> None:
-        from .. import plots
+        from solbench.present import plots
 
         plot = getattr(plots, f"plot_{kind}")
         _done(what, plot(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
@@ -141,7 +141,7 @@ def report(
     jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="processes drawing charts [default: per CPU]"),
 ) -> None:
     """One self-contained HTML page: leaderboard, a section per problem, environment, failures."""
-    from ..report import write_report
+    from solbench.present.report import write_report
 
     paths = results or [DEFAULT_RESULTS]
     path = write_report(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,

@@ -20,15 +20,20 @@ The engine's hooks, :func:`setup_worker` and :func:`worker_findings` (worker) an
 
 from __future__ import annotations
 
-from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
-from .cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
-from .findings import INCORRECT, REWARD_HACK, Finding, physics_floor, worst
-from .fingerprints import check_output_stability, compare_fingerprints, input_fingerprints, synchronize_all
-from .hooks import review, setup_worker, worker_findings
-from .integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
-from .memo import memoization_probe
-from .objects import check_output_objects
-from .sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
+from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from solbench.guards.cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
+from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, physics_floor, worst
+from solbench.guards.fingerprints import (
+    check_output_stability,
+    compare_fingerprints,
+    input_fingerprints,
+    synchronize_all,
+)
+from solbench.guards.hooks import review, setup_worker, worker_findings
+from solbench.guards.integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
+from solbench.guards.memo import memoization_probe
+from solbench.guards.objects import check_output_objects
+from solbench.guards.sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
 
 __all__ = [
     "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "become_subreaper",

@@ -20,7 +20,7 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from .findings import REWARD_HACK, Finding
+from solbench.guards.findings import REWARD_HACK, Finding
 
 
 @dataclass(frozen=True)

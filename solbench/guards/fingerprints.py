@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from .findings import INCORRECT, REWARD_HACK, Finding
-from .objects import named_values
+from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding
+from solbench.guards.objects import named_values
 
 _CHUNK_WORDS = 1 << 24  # bounds the temporary int64 buffers of the device checksum (128 MiB)
 _SAMPLES = 64
@@ -129,3 +129,21 @@ def check_output_stability(outputs: Any, device: Any = None, settle_s: float = 0
                     f"output '{name}' changed after run() returned: work was still running (another stream, a "
                     "thread or a process) when the call was timed as finished")
             for name in changed(first, second)]
+
+
+def same_bytes(a: Any, b: Any) -> bool:
+    """Bitwise equality (NaN-safe): same shape, dtype and bytes.
+
+    Through ``torch.Tensor``'s own functions: the worker calls this on tensors the candidate has
+    held, whose instance attributes may shadow any method.
+    """
+    import torch
+
+    T = torch.Tensor
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        return False
+    if T.numel(a) == 0:
+        return True
+    av = T.view(T.contiguous(T.reshape(T.detach(a), -1)), torch.uint8)
+    bv = T.view(T.contiguous(T.reshape(T.to(T.detach(b), a.device), -1)), torch.uint8)
+    return torch.equal(av, bv)

@@ -1,9 +1,9 @@
 """The two places the engine calls the guards.
 
-* :func:`worker_findings` - in the worker, after each request (``solbench.worker``): output objects,
+* :func:`worker_findings` - in the worker, after each request (``solbench.worker.main``): output objects,
   output stability, threads/processes left running, timer/checker integrity, persisting L2;
   it also poisons free device memory for the next call. Findings travel to the parent as dicts.
-* :func:`review` - in the parent, after an evaluation (``solbench.runner``): turns the worker's
+* :func:`review` - in the parent, after an evaluation (``solbench.engine.runner``): turns the worker's
   findings into the verdict (REWARD_HACK outranks INCORRECT outranks PASSED) and the record's
   one-line reason.
 
@@ -20,14 +20,19 @@ import tempfile
 import traceback
 from typing import Any
 
-from .concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
-from .cuda import check_persisting_l2, note_persisting_l2_baseline, poison_free_memory, reset_persisting_l2
-from .findings import INCORRECT, REWARD_HACK, Finding, worst
-from .fingerprints import check_output_stability
-from .integrity import check_timer_integrity, ensure_imported, timer_integrity_snapshot
-from .memo import memoization_probe
-from .objects import check_output_objects, named_values
-from .sandbox import become_subreaper, default_writable_dirs, restrict_writes
+from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from solbench.guards.cuda import (
+    check_persisting_l2,
+    note_persisting_l2_baseline,
+    poison_free_memory,
+    reset_persisting_l2,
+)
+from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, worst
+from solbench.guards.fingerprints import check_output_stability
+from solbench.guards.integrity import check_timer_integrity, import_watched, timer_integrity_snapshot
+from solbench.guards.memo import memoization_probe
+from solbench.guards.objects import check_output_objects, named_values
+from solbench.guards.sandbox import become_subreaper, default_writable_dirs, restrict_writes
 
 SETTLE_S = 0.002  # how long outputs must stay unchanged after a call
 
@@ -47,7 +52,7 @@ _STATE: _WorkerState | None = None
 def in_worker() -> bool:
     """True in the worker process (``python -m solbench.worker``)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", None) == "solbench.worker"
+    return getattr(spec, "name", None) == "solbench.worker.__main__"
 
 
 def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
@@ -62,7 +67,7 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
     # Inductor compiles in this process instead of a pool of worker processes that would outlive
     # the first call (any process left running after run() returns is a finding).
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    ensure_imported(["solbench.timing", "solbench.correctness", "solbench.wire", "solbench.candidate"])
+    import_watched()
     writes = restrict_writes(default_writable_dirs(work))
     if os.path.exists("/dev/nvidiactl"):
         try:
@@ -133,16 +138,8 @@ def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding
     return found
 
 
-def _candidate_run() -> Any:
-    runs = [getattr(m, "run", None) for name, m in list(sys.modules.items()) if name.startswith("solbench_candidate_")]
-    runs = [r for r in runs if callable(r)]
-    return runs[0] if len(runs) == 1 else None
-
-
 def _memo_probe(context: dict[str, Any]) -> Finding | None:
-    # The worker passes the run() it loaded; the module search is the fallback for older workers
-    # (a candidate can register more modules and make it ambiguous).
-    sets, timing, run = context.get("sets") or [], context.get("timing"), context.get("run") or _candidate_run()
+    sets, timing, run = context.get("sets") or [], context.get("timing"), context.get("run")
     median = getattr(timing, "median_s", None)
     if run is None or not sets or not isinstance(median, float):
         return None
@@ -151,28 +148,36 @@ def _memo_probe(context: dict[str, Any]) -> Finding | None:
 
 def worker_findings(phase: str, context: dict[str, Any]) -> list[dict[str, Any]]:
     """The worker's hook after a ``call`` or ``time`` request: findings as dicts for the parent."""
-    try:
-        state = _STATE
-        if state is None:  # imported too late (not by the worker's start-up): baselines are not trustworthy
-            return []
-        found = check_timer_integrity(state.integrity)
-        if phase == "call":
-            found += _call_findings(state, context)
-        elif phase == "time":
-            found += _concurrency(state, "time")
-            memo = _memo_probe(context)
-            if memo is not None:
-                found.append(memo)
-            if torch_cuda_initialized():
-                l2 = check_persisting_l2()
-                if l2 is not None:
-                    found.append(l2)
-        unique = {(f.kind, f.reason): f for f in found}
-        return [f.as_dict() for f in unique.values()]
-    except Exception:  # noqa: BLE001 - a guard's own bug must not fail an honest candidate
-        print(f"solbench.guards: internal error, no findings for this call:\n{traceback.format_exc()}",
-              file=sys.stderr, flush=True)
+    state = _STATE
+    if state is None:  # imported too late (not by the worker's start-up): baselines are not trustworthy
         return []
+    found: list[Finding] = []
+    # Integrity first and on its own: a candidate that broke the other guards' code is reported
+    # even when those guards then fail.
+    for check in (lambda: check_timer_integrity(state.integrity), lambda: _phase_findings(state, phase, context)):
+        try:
+            found += check()
+        except Exception:  # noqa: BLE001 - a guard's own bug must not fail an honest candidate
+            print(f"solbench.guards: internal error, findings incomplete:\n{traceback.format_exc()}",
+                  file=sys.stderr, flush=True)
+    unique = {(f.kind, f.reason): f for f in found}
+    return [f.as_dict() for f in unique.values()]
+
+
+def _phase_findings(state: _WorkerState, phase: str, context: dict[str, Any]) -> list[Finding]:
+    if phase == "call":
+        return _call_findings(state, context)
+    if phase != "time":
+        return []
+    found = _concurrency(state, "time")
+    memo = _memo_probe(context)
+    if memo is not None:
+        found.append(memo)
+    if torch_cuda_initialized():
+        l2 = check_persisting_l2()
+        if l2 is not None:
+            found.append(l2)
+    return found
 
 
 def torch_cuda_initialized() -> bool:
@@ -193,7 +198,7 @@ def _allowed_alias(f: Finding, problem: Any) -> bool:
 
 def review(evaluation: Any, context: Any) -> Any:
     """The parent's hook: apply the worker's findings to the evaluation's status and reason."""
-    from ..record import Status
+    from solbench.data.record import Status
 
     findings = []
     for d in evaluation.findings or []:

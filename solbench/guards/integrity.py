@@ -11,15 +11,17 @@ and the modules' identity in ``sys.modules``.
 
 from __future__ import annotations
 
+import dis
 import importlib
 import inspect
+import pkgutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import FunctionType, ModuleType
 from typing import Any
 
-from .findings import REWARD_HACK, Finding
+from solbench.guards.findings import REWARD_HACK, Finding
 
 # dotted attribute paths (module, attribute chain): timers, synchronisation, and the checkers.
 WATCHED_ATTRIBUTES = (
@@ -32,14 +34,30 @@ WATCHED_ATTRIBUTES = (
     "torch.Tensor.to", "torch.Tensor.cpu", "torch.Tensor.detach", "torch.Tensor.__torch_function__",
     "gc.get_objects", "gc.collect",
 )
-# Whole modules whose functions (and their classes' methods) are watched when they are loaded.
-WATCHED_MODULES = (
-    "solbench.timing", "solbench._timing_cuda", "solbench._timing_stats", "solbench.wire",
-    "solbench.worker", "solbench.candidate", "solbench.correctness", "solbench.cupti", "solbench.clockprobe",
-    "solbench.guards", "solbench.guards.findings", "solbench.guards.objects", "solbench.guards.fingerprints",
-    "solbench.guards.concurrency", "solbench.guards.integrity", "solbench.guards.cuda",
-    "solbench.guards.hooks", "solbench.guards.memo", "solbench.guards.sandbox",
-)
+# Packages whose every module is watched (its globals, and its classes' methods): the code that
+# runs in the worker beside the candidate. By prefix, so a new module is covered without a list.
+WATCHED_PACKAGES = ("solbench.worker", "solbench.timing", "solbench.guards")
+
+
+def _in_watched(name: str, packages: Sequence[str] = WATCHED_PACKAGES) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def watched_modules(packages: Sequence[str] = WATCHED_PACKAGES) -> list[str]:
+    """The loaded modules under the watched packages."""
+    return sorted(n for n, m in list(sys.modules.items()) if isinstance(m, ModuleType) and _in_watched(n, packages))
+
+
+def import_watched(packages: Sequence[str] = WATCHED_PACKAGES) -> None:
+    """Import every module of the watched packages, so the snapshot sees them before the candidate.
+
+    ``__main__`` entry modules are skipped: importing one would run it.
+    """
+    for pkg in packages:
+        mod = importlib.import_module(pkg)
+        for info in pkgutil.walk_packages(getattr(mod, "__path__", []), pkg + "."):
+            if not info.name.endswith(".__main__"):
+                importlib.import_module(info.name)
 
 
 def _code(obj: Any) -> Any:
@@ -73,13 +91,34 @@ def _walk(obj: Any, attrs: Sequence[str]) -> Any:
     return obj
 
 
+def _codes(obj: Any) -> list[Any]:
+    """Code objects of a module's functions and its classes' methods, nested ones included."""
+    stack, out = [], []
+    for value in vars(obj).values():
+        if _code(value) is not None:
+            stack.append(_code(value))
+        elif isinstance(value, type) and value.__module__ == getattr(obj, "__name__", None):
+            stack.extend(c for c in map(_code, vars(value).values()) if c is not None)
+    while stack:
+        code = stack.pop()
+        out.append(code)
+        stack.extend(c for c in code.co_consts if hasattr(c, "co_code"))
+    return out
+
+
+def _own_state(mod: ModuleType) -> set[str]:
+    """Globals the module's own code rebinds (``global X; X = ...``): its state, not watched."""
+    return {ins.argval for code in _codes(mod) for ins in dis.get_instructions(code) if ins.opname == "STORE_GLOBAL"}
+
+
 def _module_entries(name: str, mod: ModuleType) -> dict[str, tuple[Any, Any]]:
     out = {}
+    state = _own_state(mod)
     for key, value in list(vars(mod).items()):
-        if key.startswith("__") or not (callable(value) or isinstance(value, ModuleType)):
+        if key.startswith("__") or key in state:
             continue
-        # Every callable the module holds, imported ones too: `_perf_counter_ns = time.perf_counter_ns`
-        # bound at import is exactly what a candidate would swap.
+        # Every global the module holds, imported ones too: `_perf_counter_ns = time.perf_counter_ns`
+        # bound at import, or MIN_FLUSH_BYTES, is exactly what a candidate would swap.
         out[f"{name}.{key}"] = (value, _code(value))
         if isinstance(value, type) and getattr(value, "__module__", None) == mod.__name__:
                 for mkey, mval in list(vars(value).items()):
@@ -91,12 +130,13 @@ def _module_entries(name: str, mod: ModuleType) -> dict[str, tuple[Any, Any]]:
 def _worker_main_name() -> str | None:
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    return "__main__" if spec is not None and getattr(spec, "name", None) in WATCHED_MODULES else None
+    return "__main__" if spec is not None and _in_watched(getattr(spec, "name", None) or "") else None
 
 
 def timer_integrity_snapshot(attributes: Sequence[str] = WATCHED_ATTRIBUTES,
-                             modules: Sequence[str] = WATCHED_MODULES) -> IntegritySnapshot:
-    """Take it before any candidate code is imported. Names not loaded yet are skipped."""
+                             modules: Sequence[str] | None = None) -> IntegritySnapshot:
+    """Take it before any candidate code is imported. Names not loaded yet are skipped; ``modules``
+    defaults to every loaded module of the watched packages."""
     snap = IntegritySnapshot()
     for path in attributes:
         try:
@@ -104,7 +144,7 @@ def timer_integrity_snapshot(attributes: Sequence[str] = WATCHED_ATTRIBUTES,
         except (LookupError, AttributeError):
             continue
         snap.entries[path] = (obj, _code(obj))
-    names = list(modules)
+    names = watched_modules() if modules is None else list(modules)
     main = _worker_main_name()
     if main:
         names.append(main)
@@ -144,12 +184,3 @@ def check_timer_integrity(snapshot: IntegritySnapshot) -> list[Finding]:
     shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
     return [Finding("integrity", REWARD_HACK,
                     f"the candidate replaced timing or checking code: {shown} (monkey-patching the harness)")]
-
-
-def ensure_imported(modules: Sequence[str]) -> None:
-    """Import modules (that exist) so their snapshot can be taken before the candidate's import."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .findings import REWARD_HACK, Finding
+from solbench.guards.findings import REWARD_HACK, Finding
 
 # Bound at import (before the candidate): the probe's own clock cannot be patched away.
 _perf_counter_ns = time.perf_counter_ns

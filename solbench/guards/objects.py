@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .findings import INCORRECT, REWARD_HACK, Finding
+from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding
 
 _Tensor = torch.Tensor
 _mro_of = type.__dict__["__mro__"].__get__

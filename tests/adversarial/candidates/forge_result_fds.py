@@ -17,7 +17,7 @@ EXPECT = "RUNTIME_ERROR"
 # zero output it returns is INCORRECT. Either way rejected, and no forged line lands anywhere.
 ALSO = "INCORRECT"
 PEERS = "24"
-DEFENSE = "framed, validated wire protocol (solbench.wire); no pickle; records written only by the parent"
+DEFENSE = "framed, validated wire protocol (solbench.worker.wire); no pickle; records written only by the parent"
 DEVICE = "any"
 PROTECTS_RESULTS = True
 

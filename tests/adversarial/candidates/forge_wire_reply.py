@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from solbench.wire import send_message
+from solbench.worker.wire import send_message
 
 EXPECT = "REWARD_HACK"
 PEERS = "24"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from solbench.inputs import make_inputs
-from solbench.problem import load_problem
+from solbench.data.inputs import make_inputs
+from solbench.data.problem import load_problem
 
 EXPECT = "INCORRECT"
 PEERS = "4"

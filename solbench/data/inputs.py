@@ -1,0 +1,110 @@
+"""Input generation: seeded, on the target device, shaped and typed as the problem declares.
+
+Floating inputs are standard normal by default, integer inputs uniform in [-64, 64), bools fair coins.
+A problem that needs structure (token ids in range, routing indices, positive scales, cos/sin
+tables) names ``input_generator: reference.py:make_inputs``; that function receives
+``(axes, generator, device)`` and returns a dict with some or all of the inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from solbench.errors import ProblemError
+
+if TYPE_CHECKING:  # a type only: problem.py imports this module for `flops: auto`
+    from solbench.data.problem import Problem
+
+
+def load_module(path: Path, name_hint: str = "ref") -> Any:
+    """Import a Python file under a unique module name."""
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    mod_name = f"_solbench_{name_hint}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ProblemError([f"{path}: cannot be imported"])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_reference(problem: Problem) -> Callable[..., Any]:
+    mod = load_module(problem.reference_file, "ref")
+    return getattr(mod, problem.reference_function)
+
+
+def load_generator(problem: Problem) -> Callable[..., dict] | None:
+    if not problem.input_generator:
+        return None
+    mod = load_module(problem.generator_file, "gen")  # type: ignore[arg-type]
+    return getattr(mod, problem.generator_function)  # type: ignore[arg-type]
+
+
+def _seed_for(seed: int, name: str) -> int:
+    # Independent stream per input, so adding an input does not change the others.
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") & ((1 << 63) - 1)
+
+
+def default_tensor(shape: tuple[int, ...], dtype_name: str, seed: int, device: str) -> Any:
+    import torch
+
+    from solbench.data.dtypes import torch_dtype
+
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    dt = torch_dtype(dtype_name)
+    if dtype_name.startswith("float8"):
+        return torch.randn(shape, generator=g, device=device, dtype=torch.float32).to(dt)
+    if dt.is_floating_point:
+        return torch.randn(shape, generator=g, device=device, dtype=dt)
+    if dt == torch.bool:
+        return torch.randint(0, 2, shape, generator=g, device=device).bool()
+    low, high = (0, 64) if dtype_name == "uint8" else (-64, 64)
+    return torch.randint(low, high, shape, generator=g, device=device, dtype=dt)
+
+
+def make_inputs(
+    problem: Problem,
+    axes: dict[str, int],
+    seed: int,
+    device: str = "cpu",
+    generator_fn: Callable[..., dict] | None = None,
+) -> dict[str, Any]:
+    """All inputs of a workload, in run() order. Deterministic in (problem, axes, seed, device)."""
+    import torch
+
+    from solbench.data.dtypes import torch_dtype
+
+    custom: dict[str, Any] = {}
+    fn = generator_fn if generator_fn is not None else load_generator(problem)
+    if fn is not None:
+        g = torch.Generator(device=device)
+        g.manual_seed(_seed_for(seed, "__generator__"))
+        custom = fn(dict(axes), g, device) or {}
+        unknown = set(custom) - set(problem.inputs)
+        if unknown:
+            raise ProblemError([f"{problem.name}: input generator returned unknown inputs {sorted(unknown)}"])
+    out: dict[str, Any] = {}
+    for name, spec in problem.inputs.items():
+        shape = problem.shape(name, axes)
+        if name in custom:
+            val = custom[name]
+            if shape is not None:
+                if not isinstance(val, torch.Tensor):
+                    raise ProblemError([f"{problem.name}: generator gave {name} as {type(val).__name__}, not a tensor"])
+                if tuple(val.shape) != shape or val.dtype != torch_dtype(spec.dtype):
+                    raise ProblemError([f"{problem.name}: generator gave {name} {tuple(val.shape)} {val.dtype}, "
+                                        f"declared {shape} {spec.dtype}"])
+                val = val.to(device).contiguous()
+            out[name] = val
+        elif shape is None:
+            out[name] = spec.value
+        else:
+            out[name] = default_tensor(shape, spec.dtype, _seed_for(seed, name), device)
+    return out

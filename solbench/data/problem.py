@@ -1,0 +1,422 @@
+"""The problem file (v1): pydantic models, loading, and every check that needs no execution.
+
+A problem is ``problems/<family>/<op>/problem.yaml`` plus the reference module it names. Loading
+never imports the reference: it is parsed with :mod:`ast` to check the function exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from solbench.data import expr as _expr
+from solbench.data.dtypes import DTYPES, ITEMSIZE, PEAK_KEYS
+from solbench.data.yamlio import YamlError, read_yaml_mapping
+from solbench.errors import ExpressionError, ProblemError, validation_lines
+
+Scalar = int | float | bool
+_NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Axis(_Strict):
+    """One named dimension. ``const``: fixed value; ``var``: set by each workload; ``expr``: computed."""
+
+    type: Literal["const", "var", "expr"]
+    value: int | None = None
+    expr: str | None = None
+    description: str = ""
+
+
+class TensorSpec(_Strict):
+    """An input or output. ``shape: null`` is a Python scalar (inputs only), given by ``value``."""
+
+    shape: list[int | str] | None
+    dtype: str
+    value: Scalar | None = None
+    description: str = ""
+    inplace_of: str | None = Field(
+        default=None,
+        description="outputs only: the input this output is written into in place (e.g. a KV cache)",
+    )
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v not in DTYPES:
+            raise ValueError(f"unknown dtype {v!r} (known: {', '.join(DTYPES)})")
+        return v
+
+
+class Tolerance(_Strict):
+    """Elementwise check ``|out - ref| <= atol + rtol * |ref|``."""
+
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+    max_mismatch_ratio: float = Field(
+        default=0.0, ge=0, le=0.01,
+        description="fraction of elements allowed outside the bound (low-precision problems only)",
+    )
+
+
+class ToleranceOverride(_Strict):
+    atol: float | None = Field(default=None, ge=0)
+    rtol: float | None = Field(default=None, ge=0)
+    max_mismatch_ratio: float | None = Field(default=None, ge=0, le=0.01)
+
+
+class Workload(_Strict):
+    name: str
+    axes: dict[str, int] = Field(default_factory=dict)
+    tolerance: ToleranceOverride | None = None
+    description: str = ""
+
+
+class Source(_Strict):
+    model: str
+    module: str | None = None
+    config: dict[str, Any] | None = None
+    note: str | None = None
+
+
+class Problem(_Strict):
+    """A problem file, validated. Use :func:`load_problem` to read one."""
+
+    name: str
+    description: str
+    source: Source
+    tags: list[str] = Field(default_factory=list)
+    axes: dict[str, Axis]
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+    reference: str
+    input_generator: str | None = Field(
+        default=None,
+        description="file.py:function returning some or all inputs; the rest are random normal",
+    )
+    flops: str | int | float
+    bytes: str | int | float
+    compute_dtype: str
+    tolerance: Tolerance
+    workloads: list[Workload] = Field(min_length=1)
+    runs_per_layer: int | None = Field(default=None, ge=1, description="times this op runs per model layer")
+    test_axes: dict[str, int] = Field(
+        default_factory=dict,
+        description="axis values (var or const) that shrink the problem for quick CPU tests",
+    )
+    notes: str = ""
+
+    _path: Path | None = PrivateAttr(default=None)
+
+    # --- locations -------------------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        """The problem.yaml this was loaded from (None when built in memory)."""
+        return self._path
+
+    @property
+    def folder(self) -> Path:
+        return self._path.parent if self._path else Path.cwd()
+
+    def _split_ref(self, ref: str) -> tuple[Path, str]:
+        file, _, func = ref.rpartition(":")
+        return self.folder / file, func
+
+    @property
+    def reference_file(self) -> Path:
+        return self._split_ref(self.reference)[0]
+
+    @property
+    def reference_function(self) -> str:
+        return self._split_ref(self.reference)[1]
+
+    @property
+    def generator_file(self) -> Path | None:
+        return self._split_ref(self.input_generator)[0] if self.input_generator else None
+
+    @property
+    def generator_function(self) -> str | None:
+        return self._split_ref(self.input_generator)[1] if self.input_generator else None
+
+    # --- shapes and sizes ------------------------------------------------------------------
+    @cached_property
+    def var_axes(self) -> list[str]:
+        return [n for n, a in self.axes.items() if a.type == "var"]
+
+    def workload(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        known = ", ".join(w.name for w in self.workloads)
+        raise ProblemError([f"{self.name}: no workload {name!r} (workloads: {known})"])
+
+    def resolve_axes(self, values: dict[str, int] | Workload, overrides: dict[str, int] | None = None) -> dict[str, int]:
+        """All axis values (const, var, expr) for a workload or a dict of var values.
+
+        ``overrides`` replaces const or var values (used to shrink problems for tests).
+        """
+        var_values = values.axes if isinstance(values, Workload) else dict(values)
+        overrides = overrides or {}
+        env: dict[str, int] = {}
+        for n, a in self.axes.items():
+            if n in overrides and a.type != "expr":
+                env[n] = int(overrides[n])
+            elif a.type == "const":
+                env[n] = int(a.value)  # type: ignore[arg-type]
+            elif a.type == "var":
+                if n not in var_values:
+                    raise ProblemError([f"{self.name}: axis {n!r} needs a value"])
+                env[n] = int(var_values[n])
+        pending = {n: a.expr for n, a in self.axes.items() if a.type == "expr"}
+        while pending:
+            progressed = False
+            for n, e in list(pending.items()):
+                if _expr.names(e) <= env.keys():  # type: ignore[arg-type]
+                    env[n] = _as_size(_expr.evaluate(e, env), f"axis {n!r} = {e!r}")  # type: ignore[arg-type]
+                    del pending[n]
+                    progressed = True
+            if not progressed:
+                raise ProblemError([f"{self.name}: expr axes {sorted(pending)} depend on each other or on unknown names"])
+        return env
+
+    def test_axes_resolved(self) -> dict[str, int]:
+        """Small axis values for quick tests: the smallest workload, shrunk by ``test_axes``."""
+        smallest = min(self.workloads, key=lambda w: self.auto_bytes(self.resolve_axes(w)))
+        return self.resolve_axes(smallest, overrides=self.test_axes)
+
+    def shape(self, tensor: str, axes: dict[str, int]) -> tuple[int, ...] | None:
+        spec = self.inputs.get(tensor) or self.outputs[tensor]
+        if spec.shape is None:
+            return None
+        return tuple(_as_size(_expr.evaluate(d, axes), f"{tensor} shape {d!r}") for d in spec.shape)
+
+    def auto_bytes(self, axes: dict[str, int]) -> int:
+        """Each input read once plus each output written once, at its own dtype; scalars 0."""
+        total = 0
+        for name, spec in [*self.inputs.items(), *self.outputs.items()]:
+            shp = self.shape(name, axes)
+            if shp is not None:
+                total += math.prod(shp) * ITEMSIZE[spec.dtype]
+        return total
+
+    def bytes_for(self, axes: dict[str, int]) -> int:
+        if self.bytes == "auto":
+            return self.auto_bytes(axes)
+        return int(_expr.evaluate(self.bytes, axes))
+
+    def flops_for(self, axes: dict[str, int]) -> int:
+        if self.flops == "auto":
+            from solbench.data.flopcount import count_reference_flops
+
+            return count_reference_flops(self, axes)
+        return int(_expr.evaluate(self.flops, axes))
+
+    def tolerance_for(self, workload: Workload | str) -> Tolerance:
+        w = self.workload(workload) if isinstance(workload, str) else workload
+        if w.tolerance is None:
+            return self.tolerance
+        upd = {k: v for k, v in w.tolerance.model_dump().items() if v is not None}
+        return self.tolerance.model_copy(update=upd)
+
+
+def _as_size(value: float, what: str) -> int:
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ExpressionError(f"{what}: evaluates to {value}, not an integer")
+        value = int(value)
+    if value <= 0:
+        raise ExpressionError(f"{what}: evaluates to {value}, must be a positive integer")
+    return int(value)
+
+
+# --- loading and validation -----------------------------------------------------------------
+
+def _check_semantics(p: Problem) -> list[str]:
+    """Checks that need more than one field. Returns 'key: reason' lines."""
+    errs: list[str] = []
+    if not _NAME_RE.match(p.name):
+        errs.append(f"name: {p.name!r} must look like <family>.<op> (letters, digits, _ - .)")
+    axis_names = set(p.axes)
+    for n, a in p.axes.items():
+        if not _IDENT_RE.match(n):
+            errs.append(f"axes.{n}: axis names must be identifiers")
+        if a.type == "const":
+            if a.value is None:
+                errs.append(f"axes.{n}: a const axis needs a value")
+            elif a.value <= 0:
+                errs.append(f"axes.{n}.value: {a.value} must be a positive integer")
+            if a.expr is not None:
+                errs.append(f"axes.{n}.expr: only expr axes have an expr")
+        elif a.type == "var":
+            if a.value is not None or a.expr is not None:
+                errs.append(f"axes.{n}: a var axis takes its value from each workload, not value/expr")
+        else:
+            if a.expr is None:
+                errs.append(f"axes.{n}: an expr axis needs an expr")
+            else:
+                try:
+                    unknown = _expr.names(a.expr) - axis_names
+                    if unknown:
+                        errs.append(f"axes.{n}.expr: unknown names {sorted(unknown)}")
+                except ExpressionError as e:
+                    errs.append(f"axes.{n}.expr: {e}")
+    for a, v in p.test_axes.items():
+        if a not in p.axes or p.axes[a].type == "expr":
+            errs.append(f"test_axes.{a}: not a const or var axis")
+        elif isinstance(v, bool) or v <= 0:
+            errs.append(f"test_axes.{a}: {v} must be a positive integer")
+    in_out = set(p.inputs) & set(p.outputs)
+    if in_out:
+        errs.append(f"outputs: names {sorted(in_out)} are also inputs; names must be unique")
+    for section, tensors in (("inputs", p.inputs), ("outputs", p.outputs)):
+        for tn, t in tensors.items():
+            if not _IDENT_RE.match(tn):
+                errs.append(f"{section}.{tn}: names must be Python identifiers (they are run()'s arguments)")
+            if t.shape is None:
+                if section == "outputs":
+                    errs.append(f"outputs.{tn}.shape: outputs must be tensors (shape null is for scalar inputs)")
+                elif t.value is None:
+                    errs.append(f"inputs.{tn}.value: a scalar input (shape null) needs a value")
+                continue
+            if t.value is not None:
+                errs.append(f"{section}.{tn}.value: only scalars (shape null) have a value")
+            for i, d in enumerate(t.shape):
+                if isinstance(d, bool):
+                    errs.append(f"{section}.{tn}.shape[{i}]: {d!r} is not a size")
+                elif isinstance(d, int):
+                    if d <= 0:
+                        errs.append(f"{section}.{tn}.shape[{i}]: {d} must be a positive integer")
+                else:
+                    try:
+                        unknown = _expr.names(d) - axis_names
+                        if unknown:
+                            errs.append(f"{section}.{tn}.shape[{i}]: unknown axis {', '.join(sorted(unknown))} "
+                                        f"(declare it under axes)")
+                    except ExpressionError as e:
+                        errs.append(f"{section}.{tn}.shape[{i}]: {e}")
+            if t.inplace_of is not None:
+                if section != "outputs":
+                    errs.append(f"inputs.{tn}.inplace_of: only outputs can be written in place")
+                elif t.inplace_of not in p.inputs:
+                    errs.append(f"outputs.{tn}.inplace_of: {t.inplace_of!r} is not an input")
+    if p.compute_dtype not in PEAK_KEYS:
+        errs.append(f"compute_dtype: {p.compute_dtype!r} is not a peak key ({', '.join(PEAK_KEYS)})")
+    for key in ("flops", "bytes"):
+        val = getattr(p, key)
+        if val == "auto":
+            continue
+        try:
+            unknown = _expr.names(val) - axis_names
+            if unknown:
+                errs.append(f"{key}: unknown names {sorted(unknown)}")
+        except ExpressionError as e:
+            errs.append(f"{key}: {e}")
+    seen: set[str] = set()
+    var = set(p.var_axes)
+    for i, w in enumerate(p.workloads):
+        where = f"workloads[{i}] ({w.name})"
+        if w.name in seen:
+            errs.append(f"{where}.name: duplicate workload name")
+        seen.add(w.name)
+        for a in sorted(var - w.axes.keys()):
+            errs.append(f"{where}.axes: var axis {a!r} has no value")
+        for a, v in w.axes.items():
+            if a not in var:
+                kind = p.axes[a].type if a in p.axes else "unknown"
+                errs.append(f"{where}.axes.{a}: not a var axis ({kind}); workloads set var axes only")
+            elif isinstance(v, bool) or v <= 0:
+                errs.append(f"{where}.axes.{a}: {v} must be a positive integer")
+    for key, ref in (("reference", p.reference), ("input_generator", p.input_generator)):
+        if ref is None:
+            continue
+        errs.extend(_check_reference(p, key, ref))
+    if errs:
+        return errs
+    # Everything is well-formed: evaluate shapes and formulas for every workload.
+    for i, w in enumerate(p.workloads):
+        where = f"workloads[{i}] ({w.name})"
+        try:
+            env = p.resolve_axes(w)
+            for tn in [*p.inputs, *p.outputs]:
+                p.shape(tn, env)
+            for key in ("flops", "bytes"):
+                val = getattr(p, key)
+                if val != "auto" and _expr.evaluate(val, env) < 0:
+                    errs.append(f"{where}: {key} is negative")
+        except (ExpressionError, ProblemError) as e:
+            errs.append(f"{where}: {e}")
+    return errs
+
+
+def _check_reference(p: Problem, key: str, ref: str) -> list[str]:
+    file, sep, func = ref.rpartition(":")
+    if not sep or not file.endswith(".py") or not _IDENT_RE.match(func):
+        return [f"{key}: {ref!r} must be 'file.py:function'"]
+    path = p.folder / file
+    if Path(file).is_absolute() or ".." in Path(file).parts:
+        return [f"{key}: {file!r} must be a path inside the problem's folder"]
+    if not path.is_file():
+        return [f"{key}: file {file!r} not found next to the problem file"]
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as e:
+        return [f"{key}: {file} has a syntax error at line {e.lineno}: {e.msg}"]
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if func not in defs:
+        return [f"{key}: {file} defines no top-level function {func!r}"]
+    if key == "reference":
+        args = defs[func].args
+        params = [a.arg for a in args.posonlyargs + args.args]
+        expected = list(p.inputs)
+        if args.vararg is None and params != expected:
+            return [f"reference: {func}({', '.join(params)}) must take the inputs in order: "
+                    f"{func}({', '.join(expected)})"]
+    return []
+
+
+def problem_from_dict(data: dict[str, Any], path: Path | None = None) -> Problem:
+    """Build and fully check a problem from a mapping. Raises ProblemError with 'file: key: why' lines."""
+    label = str(path) if path else "<problem>"
+    try:
+        p = Problem.model_validate(data)
+    except ValidationError as err:
+        raise ProblemError([f"{label}: {line}" for line in validation_lines(err, 'problem')]) from None
+    p._path = path.resolve() if path else None
+    errs = _check_semantics(p)
+    if errs:
+        raise ProblemError([f"{label}: {line}" for line in errs])
+    return p
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Load a problem from its problem.yaml (or the folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "problem.yaml"
+    try:
+        data = read_yaml_mapping(path)
+    except YamlError as err:
+        raise ProblemError([f"{path}: {err}"]) from None
+    return problem_from_dict(data, path)
+
+
+def find_problems(root: str | Path) -> list[Path]:
+    """Every problem.yaml under ``root`` (or ``root`` itself if it is a file), sorted."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return sorted(root.rglob("problem.yaml"))
+
+
+def problem_json_schema() -> dict[str, Any]:
+    return Problem.model_json_schema()

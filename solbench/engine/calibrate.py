@@ -1,0 +1,365 @@
+"""`solbench calibrate`: measure this device's achievable ceilings into a spec file.
+
+CUDA: large GEMMs per dtype (bf16, fp16, tf32, fp32, fp8 through ``torch._scaled_mm``, int8
+through ``torch._int_mm``, where supported), each as a *burst* (best of short runs after a
+cool-down) and *sustained* (median throughput over several seconds, where power capping shows),
+plus HBM copy/read/write bandwidth (a copy counts read + write bytes). CPU: matmul per float
+dtype and memory bandwidth (large copy and read), so CPU mode has a real roofline.
+
+The spec written has the datasheet keys (``kind: measured``): ``peak_flops`` are the burst
+numbers (a roof is an upper bound of what is achievable), ``memory_bandwidth`` the better of copy
+and read (writes of constant data may be compressed, so they only appear in ``measured:``).
+``measured:`` says how, when, on what and with which versions; ``based_on`` names the datasheet
+spec of this GPU. Scores against it are labelled ``roof: measured`` and never mixed with
+datasheet scores.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import re
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from solbench._version import __version__
+from solbench.data.hardware import HardwareSpec, detect_spec, load_spec_file, spec_from_dict
+from solbench.errors import SolbenchError, SpecError
+
+DEFAULT_OUT_DIR = Path("results") / "calibration"
+_ID_OK = re.compile(r"^[a-z0-9_\-]+$")
+MIN_PEAK = 1e9  # spec files hold FLOP/s >= 1e9 (see hardware._spec_errors)
+
+
+class CalibrationError(SolbenchError):
+    """Calibration cannot run as asked (no such device, bad output name)."""
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "device"
+
+
+def _versions() -> dict[str, str]:
+    import torch
+
+    v = {"solbench": __version__, "python": platform.python_version(), "torch": str(torch.__version__)}
+    if torch.version.cuda:
+        v["cuda"] = str(torch.version.cuda)
+    for dist in ("triton", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py"):
+        try:  # metadata, not import: importing triton alone takes seconds
+            v[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        v["driver"] = drv.decode() if isinstance(drv, bytes) else str(drv)
+    except Exception:  # noqa: BLE001 - NVML absent (CPU machines)
+        pass
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA
+
+def _cuda_time_calls(fn: Callable[[], Any], n: int) -> float:
+    """Device seconds for n back-to-back calls, by one event pair."""
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) * 1e-3
+
+
+def _burst_and_sustained(fn: Callable[[], Any], work: float, sustained_s: float) -> dict:
+    """Throughput (work units/s): burst = best of 5 short runs, sustained = median of ~0.1 s chunks."""
+    from solbench.timing.clockprobe import nvml_state
+
+    fn()
+    one = _cuda_time_calls(fn, 1)
+    burst_n = max(1, int(0.01 / max(one, 1e-7)))  # ~10 ms per run: short enough to stay at boost
+    burst = max(work * burst_n / _cuda_time_calls(fn, burst_n) for _ in range(5))
+    chunk_n = max(1, int(0.1 / max(one, 1e-7)))
+    chunks = []
+    t_end = time.monotonic() + sustained_s
+    while time.monotonic() < t_end or len(chunks) < 3:
+        chunks.append(work * chunk_n / _cuda_time_calls(fn, chunk_n))
+    chunks.sort()
+    return {"burst": burst, "sustained": chunks[len(chunks) // 2], "chunks": len(chunks),
+            "nvml_after": nvml_state()}
+
+
+def _gemm_cases(n: int) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """dtype -> factory of a GEMM closure on n x n x n random data (random: zeros run faster)."""
+    import torch
+
+    dev = "cuda"
+
+    def mm(dtype: Any) -> Callable[[], Callable[[], Any]]:
+        def make() -> Callable[[], Any]:
+            a = torch.randn(n, n, device=dev, dtype=dtype)
+            b = torch.randn(n, n, device=dev, dtype=dtype)
+            return lambda: torch.mm(a, b)
+        return make
+
+    def fp8() -> Callable[[], Any]:
+        a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+        one = torch.tensor(1.0, device=dev)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    def int8() -> Callable[[], Any]:
+        a = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
+        b = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8).t()
+        torch._int_mm(a, b)
+        return lambda: torch._int_mm(a, b)
+
+    return {"bfloat16": mm(torch.bfloat16), "float16": mm(torch.float16), "tf32": mm(torch.float32),
+            "float32": mm(torch.float32), "float8_e4m3fn": fp8, "int8": int8}
+
+
+def _hbm_bandwidth(nbytes: int, run_s: float) -> dict[str, dict]:
+    """Copy (read + write bytes), read (a sum) and write (a fill) over `nbytes` buffers."""
+    import torch
+
+    src = torch.randn(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    return {
+        "copy": _burst_and_sustained(lambda: dst.copy_(src), 2.0 * nbytes, run_s),
+        "read": _burst_and_sustained(lambda: src.sum(), float(nbytes), run_s),
+        "write": _burst_and_sustained(lambda: dst.fill_(1.5), float(nbytes), run_s),
+    }
+
+
+def measure_cuda(quick: bool = False, sustained_s: float | None = None, log: Callable[[str], None] = print) -> dict:
+    import torch
+
+    from solbench.timing.clockprobe import cooldown, nvml_max_sm_mhz
+
+    if not torch.cuda.is_available():
+        raise CalibrationError("--device cuda but no CUDA device is visible: use --device cpu")
+    n = 4096 if quick else 8192
+    sustained_s = (0.5 if quick else 6.0) if sustained_s is None else sustained_s
+    prev_precision = torch.get_float32_matmul_precision()
+    gemm: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    try:
+        for dtype, make in _gemm_cases(n).items():
+            torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+            try:
+                fn = make()
+                cooldown(1.0 if quick else 5.0)
+                gemm[dtype] = _burst_and_sustained(fn, 2.0 * n ** 3, sustained_s)
+                log(f"  {dtype:14s} burst {gemm[dtype]['burst'] / 1e12:8.1f} T/s   "
+                    f"sustained {gemm[dtype]['sustained'] / 1e12:8.1f} T/s")
+                del fn
+            except Exception as err:  # noqa: BLE001 - dtype unsupported on this GPU/torch
+                skipped[dtype] = f"{type(err).__name__}: {str(err)[:200]}"
+                log(f"  {dtype:14s} skipped ({skipped[dtype]})")
+            torch.cuda.empty_cache()
+    finally:
+        torch.set_float32_matmul_precision(prev_precision)
+
+    nbytes = (512 if quick else 2048) * 2**20
+    bw = _hbm_bandwidth(nbytes, 0.3 if quick else 1.0)
+    for k, v in bw.items():
+        log(f"  HBM {k:10s} burst {v['burst'] / 1e12:8.3f} TB/s")
+    torch.cuda.empty_cache()
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "device_type": "cuda",
+        "gemm": gemm, "gemm_skipped": skipped, "gemm_n": n, "sustained_s": sustained_s,
+        "bandwidth": bw, "buffer_bytes": nbytes,
+        "sm_count": int(props.multi_processor_count),
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0) or None,
+        "memory_bytes": float(props.total_memory),
+        "boost_clock_mhz": nvml_max_sm_mhz(0),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU
+
+def _cpu_best(fn: Callable[[], Any], budget_s: float, min_runs: int = 3) -> float:
+    """Best wall time of one call within a time budget."""
+    fn()
+    best = float("inf")
+    t_end = time.perf_counter() + budget_s
+    runs = 0
+    while runs < min_runs or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return best
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _cpu_best_threads(fn: Callable[[], Any], budget_s: float) -> tuple[float, int]:
+    """(best time, thread count) over torch's thread count and one thread: on a loaded machine
+    OpenMP threads that wait on each other can be 100x slower than one thread, and a ceiling is
+    the best the machine does."""
+    import torch
+
+    default = torch.get_num_threads()
+    best: tuple[float, int] = (float("inf"), default)
+    try:
+        for threads in sorted({default, 1}, reverse=True):
+            torch.set_num_threads(threads)
+            best = min(best, (_cpu_best(fn, budget_s), threads))
+    finally:
+        torch.set_num_threads(default)
+    return best
+
+
+def measure_cpu(quick: bool = False, log: Callable[[str], None] = print) -> dict:
+    import torch
+
+    n = 256 if quick else 1024
+    budget = 0.15 if quick else 1.0
+    gemm: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    for name in ("float32", "float64", "bfloat16", "float16"):
+        dtype = getattr(torch, name)
+        try:
+            a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+            t, threads = _cpu_best_threads(lambda a=a, b=b: torch.mm(a, b), budget)
+            gemm[name] = {"burst": 2.0 * n ** 3 / t, "sustained": 2.0 * n ** 3 / t, "threads": threads}
+            log(f"  {name:10s} matmul {gemm[name]['burst'] / 1e9:9.1f} GFLOP/s ({threads} threads)")
+        except Exception as err:  # noqa: BLE001 - dtype without a CPU matmul kernel
+            skipped[name] = f"{type(err).__name__}: {str(err)[:200]}"
+    nbytes = (64 if quick else 512) * 2**20  # larger than any last-level cache we expect
+    src = torch.rand(nbytes // 4)
+    dst = torch.empty_like(src)
+    bw = {"copy": {"burst": 2.0 * nbytes / _cpu_best_threads(lambda: dst.copy_(src), budget)[0]},
+          "read": {"burst": float(nbytes) / _cpu_best_threads(lambda: src.sum(), budget)[0]}}
+    for k, v in bw.items():
+        log(f"  memory {k:6s} {v['burst'] / 1e9:9.2f} GB/s")
+    return {
+        "device": _cpu_name(), "device_type": "cpu", "gemm": gemm, "gemm_skipped": skipped, "gemm_n": n,
+        "bandwidth": bw, "buffer_bytes": nbytes, "threads": torch.get_num_threads(),
+        "memory_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Spec file
+
+def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
+    """A `kind: measured` spec dict from a measurement (accepted by hardware.spec_from_dict)."""
+    based_on = None
+    if m["device_type"] == "cuda":
+        try:
+            based_on = detect_spec(m["device"]).id
+        except SpecError:
+            based_on = None
+    peaks = {k: v["burst"] for k, v in m["gemm"].items() if v["burst"] >= MIN_PEAK}
+    if not peaks:
+        raise CalibrationError(f"no matmul reached {MIN_PEAK:g} FLOP/s on {m['device']}; nothing to write")
+    bw = max(m["bandwidth"]["copy"]["burst"], m["bandwidth"]["read"]["burst"])
+    accumulate = {"float64": "float64", "float32": "float32", "tf32": "float32", "bfloat16": "float32",
+                  "float16": "float32", "float8_e4m3fn": "float32", "int8": "int32"}
+    measured = {
+        "method": ("burst = best of 5 runs of ~10 ms of back-to-back n^3 GEMMs after a cool-down; "
+                   "sustained = median of ~0.1 s chunks; bandwidth: copy counts read + write bytes"
+                   if m["device_type"] == "cuda" else
+                   "best wall time of torch.mm (n^3) and of a large copy/sum, torch CPU threads"),
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": m["device"],
+        "versions": _versions(),
+        "host": socket.gethostname(),
+        "quick": quick,
+        "gemm_n": m["gemm_n"],
+        "buffer_bytes": m["buffer_bytes"],
+        "burst_peak_flops": {k: v["burst"] for k, v in m["gemm"].items()},
+        "sustained_peak_flops": {k: v["sustained"] for k, v in m["gemm"].items()},
+        "bandwidth": {k: v["burst"] for k, v in m["bandwidth"].items()},
+        "sustained_bandwidth": {k: v["sustained"] for k, v in m["bandwidth"].items() if "sustained" in v},
+        "skipped": m["gemm_skipped"],
+    }
+    if any("threads" in v for v in m["gemm"].values()):
+        measured["gemm_threads"] = {k: v["threads"] for k, v in m["gemm"].items() if "threads" in v}
+    for key in ("sustained_s", "threads"):
+        if key in m:
+            measured[key] = m[key]
+    if m["device_type"] == "cuda":
+        measured["nvml_after"] = {k: v.get("nvml_after") for k, v in m["gemm"].items()}
+    spec = {
+        "id": spec_id,
+        "name": f"{m['device']} (measured)",
+        "kind": "measured",
+        "vendor": "NVIDIA" if m["device_type"] == "cuda" else (platform.machine() or "cpu"),
+        "device_type": m["device_type"],
+        "match": [],
+        "memory_bandwidth": float(bw),
+        "peak_flops": {k: float(v) for k, v in peaks.items()},
+        "accumulate": {k: accumulate[k] for k in peaks if k in accumulate},
+        "measured": measured,
+        "based_on": based_on,
+        "notes": ("peak_flops are burst numbers; see measured.sustained_peak_flops for the power-capped rates"
+                  if m["device_type"] == "cuda" else "CPU ceilings for CPU-mode scoring"),
+    }
+    for key in ("sm_count", "l2_bytes", "memory_bytes", "boost_clock_mhz"):
+        if m.get(key):
+            spec[key] = m[key]
+    return spec
+
+
+def default_spec_id(m: dict) -> str:
+    if m["device_type"] == "cuda":
+        try:
+            return f"{detect_spec(m['device']).id}_measured"
+        except SpecError:
+            return f"{slug(m['device'])}_measured"
+    return f"cpu_{slug(m['device'])[:40]}_measured"
+
+
+def calibrate(device: str = "auto", output: str | Path | None = None, quick: bool = False,
+              sustained_s: float | None = None, log: Callable[[str], None] = print) -> tuple[HardwareSpec, Path]:
+    """Measure this device and write a measured spec; returns (spec, path)."""
+    if device not in ("cuda", "cpu", "auto"):
+        raise CalibrationError(f"--device {device!r}: use cuda, cpu or auto")
+    if output is not None:
+        out = Path(output)
+        if out.suffix not in (".yaml", ".yml") or not _ID_OK.match(out.stem):
+            raise CalibrationError(f"-o {out}: name it <id>.yaml with lower-case letters, digits, _ or - "
+                                   "(the file name is the spec id)")
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    log(f"calibrating {device} ({'quick' if quick else 'full'})")
+    m = measure_cuda(quick, sustained_s, log) if device == "cuda" else measure_cpu(quick, log)
+    spec_id = Path(output).stem if output is not None else default_spec_id(m)
+    out = Path(output) if output is not None else DEFAULT_OUT_DIR / f"{spec_id}.yaml"
+    data = build_spec(m, spec_id, quick)
+    spec_from_dict(data)  # validate before writing: never leave an unloadable file behind
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# Measured by `solbench calibrate` on {m['device']}. Score against it: --gpu path/to/{out.name}\n"
+              "# peak_flops: FLOP/s (burst), memory_bandwidth: bytes/s. See `measured:` for how.\n")
+    out.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False), encoding="utf-8")
+    return load_spec_file(out), out

@@ -1,0 +1,144 @@
+"""The inputs and reference outputs of one workload: correctness rounds and timing sets.
+
+Made by the parent. Each round and each timing set has its own seed, derived from the run's base
+seed (random per run unless given), so inputs are fresh every round and a candidate cannot
+predict them. The reference runs on pristine copies; the generated inputs are kept untouched so
+the parent can tell whether the candidate changed its copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from solbench.data.inputs import make_inputs
+from solbench.data.problem import Problem, Tolerance, Workload
+from solbench.errors import ProblemError
+
+MAX_TIMING_SETS = 64
+CPU_CACHE_BYTES = 32 << 20  # rotation target on the CPU (no spec L2 there)
+MAX_CPU_TIMING_SETS = 4
+
+
+def derive_seed(base: int, *parts: object) -> int:
+    """A 63-bit seed from the run's base seed and a path (problem, workload, phase, index)."""
+    text = ":".join(str(p) for p in (base, *parts))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") & ((1 << 63) - 1)
+
+
+@dataclass
+class Case:
+    """One call's inputs (name -> tensor or scalar, as generated) and the reference outputs."""
+
+    seed: int
+    inputs: dict[str, Any]
+    expected: dict[str, Any]
+
+    def input_bytes(self) -> int:
+        return sum(v.numel() * v.element_size() for v in self.inputs.values() if hasattr(v, "element_size"))
+
+    def tensor_bytes(self) -> int:
+        return sum(v.numel() * v.element_size() for v in [*self.inputs.values(), *self.expected.values()]
+                   if hasattr(v, "element_size"))
+
+
+@dataclass
+class WorkloadCases:
+    problem: Problem
+    workload: Workload
+    axes: dict[str, int]
+    tolerance: Tolerance
+    rounds: list[Case] = field(default_factory=list)
+    sets: list[Case] = field(default_factory=list)
+
+
+def _clone(v: Any) -> Any:
+    return v.clone() if hasattr(v, "clone") else v
+
+
+def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
+                      inputs: dict[str, Any]) -> dict[str, Any]:
+    """Run the reference on pristine copies; check its outputs against the declaration."""
+    import torch
+
+    from solbench.data.dtypes import torch_dtype
+
+    try:
+        result = ref_fn(*[_clone(v) for v in inputs.values()])
+    except Exception as err:  # the problem's own code: a problem error, not a candidate's
+        raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
+    if isinstance(result, torch.Tensor):
+        result = (result,)
+    names = list(problem.outputs)
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        raise ProblemError([f"{problem.name}: the reference must return {len(names)} tensor(s) ({', '.join(names)})"])
+    out = {}
+    for name, t in zip(names, result, strict=True):
+        want_shape, want_dtype = problem.shape(name, axes), torch_dtype(problem.outputs[name].dtype)
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != want_shape or t.dtype != want_dtype:
+            got = f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ProblemError([f"{problem.name}: the reference's output {name} is {got}, declared {want_shape} "
+                                f"{problem.outputs[name].dtype}"])
+        out[name] = t.detach()
+    if str(next(iter(out.values())).device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return out
+
+
+def make_case(problem: Problem, axes: dict[str, int], seed: int, device: str, ref_fn: Callable[..., Any],
+              gen_fn: Callable[..., dict] | None) -> Case:
+    inputs = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn)
+    return Case(seed, inputs, reference_outputs(problem, axes, ref_fn, inputs))
+
+
+def available_memory(device: str) -> int:
+    """Bytes free for input sets on the device (CUDA: free device memory; CPU: MemAvailable)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 << 30
+
+
+def timing_set_count(set_bytes: int, device: str, l2_bytes: int | None, memory_bytes: int) -> int:
+    """How many rotating input sets: their total exceeds 2x L2 (>= 2 sets), within a quarter of memory.
+
+    Each set lives three times (the parent's copy and reference output, the worker's copy).
+    """
+    set_bytes = max(set_bytes, 1)
+    cache = (l2_bytes or CPU_CACHE_BYTES) if device.startswith("cuda") else CPU_CACHE_BYTES
+    cap = MAX_TIMING_SETS if device.startswith("cuda") else MAX_CPU_TIMING_SETS
+    wanted = min(cap, 2 * cache // set_bytes + 1)
+    fits = memory_bytes // 4 // (3 * set_bytes)
+    return max(2, min(wanted, fits))
+
+
+def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, device: str, rounds: int,
+                  ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None,
+                  l2_bytes: int | None = None, axes: dict[str, int] | None = None) -> WorkloadCases:
+    """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs."""
+    axes = axes if axes is not None else problem.resolve_axes(workload)
+    cases = WorkloadCases(problem, workload, axes, problem.tolerance_for(workload))
+    for r in range(rounds):
+        seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
+        cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+    set_bytes = cases.rounds[0].tensor_bytes() if cases.rounds else problem.auto_bytes(axes)
+    n_sets = timing_set_count(set_bytes, device, l2_bytes, available_memory(device))
+    for i in range(n_sets):
+        seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
+        cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+    return cases
+
+
+def message_bytes(cases: list[Case]) -> int:
+    """An upper bound on the tensor bytes of a reply about these cases (inputs back + outputs)."""
+    return sum(c.tensor_bytes() for c in cases) + 4096 * max(1, len(cases))

@@ -1,0 +1,197 @@
+"""Correctness: pure functions on tensors, run in the parent.
+
+An element passes when ``|out - ref| <= atol + rtol * |ref|`` (computed in float64 on the CPU, or
+float32 on the GPU for big tensors). On top of that:
+
+* a NaN or Inf in the output never passes, unless the reference has the same non-finite value at
+  that spot; the ``max_mismatch_ratio`` allowance never covers non-finite values;
+* an all-zero output against a non-zero reference never passes, whatever the tolerance;
+* integer and bool outputs must match exactly;
+* an output must be exactly ``torch.Tensor`` (no subclass), on the expected device, with the
+  declared shape and dtype (contiguous or not).
+
+The output descriptions come from the worker (:mod:`solbench.worker.main`) and are untrusted data: a
+malformed one raises :class:`MalformedReply`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from solbench.guards.fingerprints import same_bytes
+
+# Above this many elements a CUDA reference is compared on the GPU in float32.
+GPU_COMPARE_NUMEL = 1 << 22
+
+
+class MalformedReply(ValueError):
+    """The worker's reply does not have the structure the protocol promises."""
+
+
+@dataclass
+class TensorComparison:
+    passed: bool
+    reason: str | None
+    numel: int
+    mismatches: int
+    mismatch_ratio: float
+    nonfinite_mismatches: int
+    max_abs_err: float
+    max_rel_err: float
+    first_bad_index: list[int] | None = None
+    first_bad_value: float | None = None
+    first_bad_expected: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("max_abs_err", "max_rel_err"):
+            if not math.isfinite(d[k]):
+                d[k] = None if math.isnan(d[k]) else "inf"
+        return d
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat % s)
+        flat //= s
+    return list(reversed(idx))
+
+
+def _scalar(t: Any) -> float:
+    v = float(t)
+    return v if math.isfinite(v) else (float("nan") if math.isnan(v) else v)
+
+
+def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_ratio: float = 0.0) -> TensorComparison:
+    """Compare two tensors of the same shape and dtype elementwise (see the module docstring)."""
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape) or out.dtype != ref.dtype:
+        raise ValueError(f"compare_tensors needs equal shapes and dtypes: {tuple(out.shape)} {out.dtype} vs "
+                         f"{tuple(ref.shape)} {ref.dtype}")
+    numel = ref.numel()
+    if numel == 0:
+        return TensorComparison(True, None, 0, 0, 0.0, 0, 0.0, 0.0)
+    if ref.is_cuda and numel > GPU_COMPARE_NUMEL:
+        dev, dt = ref.device, torch.float32
+    else:
+        dev, dt = torch.device("cpu"), torch.float64
+    o = out.detach().to(dev).to(dt)
+    r = ref.detach().to(dev).to(dt)
+    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    diff = (o - r).abs()
+    fin_o, fin_r = torch.isfinite(o), torch.isfinite(r)
+    same_nonfinite = ~fin_o & ((torch.isnan(o) & torch.isnan(r)) | (o == r))
+    if exact:
+        ok = out.to(dev) == ref.to(dev)
+    else:
+        ok = (fin_o & fin_r & (diff <= atol + rtol * r.abs())) | same_nonfinite
+    bad = ~ok
+    mismatches = int(bad.sum())
+    nonfinite_bad = int((~fin_o & ~same_nonfinite).sum())
+    err = torch.where(same_nonfinite, torch.zeros_like(diff), diff).nan_to_num(nan=math.inf)
+    max_abs = float(err.max())
+    nz = r != 0
+    max_rel = float((err[nz] / r[nz].abs()).max()) if bool(nz.any()) else (0.0 if max_abs == 0 else math.inf)
+    ratio = mismatches / numel
+    reason = None
+    if nonfinite_bad:
+        reason = f"{nonfinite_bad} NaN/Inf value(s) where the reference is finite"
+    elif mismatches and (ratio > max_mismatch_ratio or max_mismatch_ratio == 0):
+        bound = "exact match" if exact else f"atol={atol:g} + rtol={rtol:g}*|ref|"
+        reason = f"{mismatches} of {numel} elements ({ratio:.2%}) outside {bound}; max |out-ref| = {max_abs:.4g}"
+    elif bool((o == 0).all()) and bool((r != 0).any()):
+        reason = "output is all zeros but the reference is not"
+    result = TensorComparison(reason is None, reason, numel, mismatches, ratio, nonfinite_bad, max_abs, max_rel)
+    if mismatches:
+        flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
+        result.first_bad_index = _unravel(flat, tuple(ref.shape))
+        result.first_bad_value = _scalar(o.reshape(-1)[flat])
+        result.first_bad_expected = _scalar(r.reshape(-1)[flat])
+        if result.reason:
+            result.reason += f"; first at {tuple(result.first_bad_index)}: got {result.first_bad_value:.6g}, " \
+                             f"expected {result.first_bad_expected:.6g}"
+    return result
+
+
+@dataclass
+class OutputsCheck:
+    passed: bool
+    reason: str | None
+    comparisons: dict[str, TensorComparison]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: c.as_dict() for name, c in self.comparisons.items()}
+
+
+def _dtype_name(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def check_outputs(
+    descs: Any,
+    expected: dict[str, Any],
+    device_type: str,
+    atol: float,
+    rtol: float,
+    max_mismatch_ratio: float = 0.0,
+) -> OutputsCheck:
+    """Check the worker's output descriptions against the reference outputs (name -> tensor, in order)."""
+    import torch
+
+    names = list(expected)
+    if not isinstance(descs, list) or not all(isinstance(d, dict) for d in descs):
+        raise MalformedReply("outputs must be a list of descriptions")
+    if len(descs) != len(names):
+        return OutputsCheck(False, f"run() returned {len(descs)} output(s); the problem declares {len(names)} "
+                                   f"({', '.join(names)})", {})
+    details: dict[str, TensorComparison] = {}
+    for name, desc in zip(names, descs, strict=True):
+        ref = expected[name]
+        if desc.get("kind") != "tensor":
+            return OutputsCheck(False, f"output {name!r} is a {desc.get('type', '?')}, not a torch.Tensor", details)
+        if desc.get("exact") is not True:
+            return OutputsCheck(False, f"output {name!r} is a {desc.get('type', '?')} (a torch.Tensor subclass); "
+                                       "return a plain torch.Tensor", details)
+        if desc.get("device") != device_type:
+            return OutputsCheck(False, f"output {name!r} is on {desc.get('device')}, expected {device_type}", details)
+        if desc.get("dtype") != _dtype_name(ref):
+            return OutputsCheck(False, f"output {name!r} has dtype {desc.get('dtype')}, expected {_dtype_name(ref)}",
+                                details)
+        shape = desc.get("shape")
+        if not isinstance(shape, list) or tuple(shape) != tuple(ref.shape):
+            got = tuple(shape) if isinstance(shape, list) else shape
+            return OutputsCheck(False, f"output {name!r} has shape {got}, expected {tuple(ref.shape)}", details)
+        data = desc.get("data")
+        if not isinstance(data, torch.Tensor) or tuple(data.shape) != tuple(ref.shape) or data.dtype != ref.dtype:
+            raise MalformedReply(f"output {name!r}: the values do not match their description")
+        cmp = compare_tensors(data, ref, atol, rtol, max_mismatch_ratio)
+        details[name] = cmp
+        if not cmp.passed:
+            return OutputsCheck(False, f"output {name!r}: {cmp.reason}", details)
+    return OutputsCheck(True, None, details)
+
+
+def mutated_inputs(sent: dict[str, Any], after: Any, allowed: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Names of tensor inputs whose values changed during the call (``allowed`` ones excepted).
+
+    The worker reports an input it found bitwise unchanged as ``{"kind": "unchanged"}`` instead of
+    sending it back; any other entry is compared here with what was sent.
+    """
+    import torch
+
+    names = list(sent)
+    if not isinstance(after, list) or len(after) != len(names):
+        raise MalformedReply("inputs_after must list every input")
+    changed = []
+    for name, before, now in zip(names, sent.values(), after, strict=True):
+        if not isinstance(before, torch.Tensor) or name in allowed:
+            continue
+        if isinstance(now, dict) and now.get("kind") == "unchanged":
+            continue
+        if not isinstance(now, torch.Tensor) or not same_bytes(before, now):
+            changed.append(name)
+    return changed

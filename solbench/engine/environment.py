@@ -1,0 +1,120 @@
+"""What a result was measured on: device, driver, library versions, host. Collected once per run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from importlib import metadata
+from typing import Any
+
+from solbench._version import __version__
+
+_PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-ml-py", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the libraries candidates use (read from metadata: nothing is imported)."""
+    out = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cuda_device_info(index: int = 0) -> dict[str, Any]:
+    """Name, UUID, SM count, L2 and memory of a CUDA device, from torch (and NVML for the driver)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    info: dict[str, Any] = {
+        "gpu_name": props.name,
+        "gpu_index": index,
+        "gpu_count": torch.cuda.device_count(),
+        "sm_count": props.multi_processor_count,
+        "memory_bytes": props.total_memory,
+        "compute_capability": f"{props.major}.{props.minor}",
+    }
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        text = str(uuid)
+        info["gpu_uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
+    l2 = getattr(props, "L2_cache_size", None)
+    if l2:
+        info["l2_bytes"] = int(l2)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        info["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        from solbench.engine.telemetry import nvml_handle
+
+        h = nvml_handle(pynvml, info.get("gpu_uuid"), index)
+        for key, fn in (("persistence_mode", pynvml.nvmlDeviceGetPersistenceMode),
+                        ("power_limit_w", lambda x: pynvml.nvmlDeviceGetEnforcedPowerLimit(x) / 1000.0)):
+            try:
+                info[key] = fn(h)
+            except Exception:  # noqa: BLE001 - optional details
+                pass
+        try:
+            info["mig_mode"] = pynvml.nvmlDeviceGetMigMode(h)[0]
+        except Exception:  # noqa: BLE001 - not a MIG-capable part
+            pass
+    except Exception as err:  # noqa: BLE001 - NVML absent: the rest still stands
+        info["driver"] = None
+        info["nvml"] = f"unavailable ({type(err).__name__})"
+    return info
+
+
+def collect_environment(device: str) -> dict[str, Any]:
+    """The environment block of every record of a run."""
+    env: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
+        "cpu_count": cpu_count(),
+        "solbench": __version__,
+        "packages": package_versions(),
+        "device_type": "cuda" if device.startswith("cuda") else "cpu",
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        env["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if device.startswith("cuda"):
+            env.update(cuda_device_info(torch.device(device).index or 0))
+    except ImportError:
+        pass
+    env["triton"] = env["packages"].get("triton")
+    env["cupy"] = next((v for k, v in env["packages"].items() if k.startswith("cupy")), None)
+    return env
+
+
+def device_name(device: str, env: dict[str, Any]) -> str:
+    """The device as reported: the GPU name, or the CPU model."""
+    return env.get("gpu_name") or env["cpu_model"] if device.startswith("cuda") else env["cpu_model"]

@@ -1,0 +1,334 @@
+"""One candidate on one workload: drive its worker through the rounds and the timing, check everything.
+
+The parent sends inputs, receives raw outputs and raw timing samples, and decides. The sequence:
+
+1. correctness rounds: each sends fresh inputs, checks the outputs against the reference
+   (:mod:`solbench.engine.correctness`) and that no input was changed (unless an output is declared
+   ``inplace_of`` it, in which case that input must hold the expected output afterwards);
+2. timing on the rotating sets (:func:`solbench.timing.time_calls` in the worker), with NVML
+   telemetry sampled around it;
+3. the outputs of the timed calls are checked against the reference for their set, and the sets
+   must come back unchanged.
+
+Any worker failure ends the evaluation: a timeout is TIMEOUT, a dead worker or a protocol violation
+RUNTIME_ERROR, an exception in ``run`` RUNTIME_ERROR with its message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from solbench.data.record import Status
+from solbench.engine.cases import Case, WorkloadCases, message_bytes
+from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
+from solbench.engine.scoring import Evaluation
+from solbench.engine.telemetry import TelemetrySampler
+from solbench.worker.candidate import CandidateFile
+from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
+
+_IMPORT = "the import of the candidate"
+_PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
+
+
+@functools.cache
+def optional_guards() -> Any:
+    """The ``solbench.guards`` module, or None when this install has none."""
+    try:
+        return importlib.import_module("solbench.guards")
+    except ModuleNotFoundError as err:
+        if err.name != "solbench.guards":
+            raise
+        return None
+
+
+@dataclass
+class CandidateSlot:
+    """A candidate and its worker, reused across workloads while it stays healthy.
+
+    The worker goes through ``spawned`` (importing torch; may happen ahead of its turn) ->
+    ``loading`` (importing the candidate) -> ``ready``. A load that fails (compile error, crash or
+    timeout while importing) is remembered: every later workload of the candidate gets the same
+    result without importing it again.
+    """
+
+    candidate: CandidateFile
+    device: str
+    client: WorkerClient | None = None
+    state: str = "none"  # none | spawned | loading | ready
+    load_failure: Evaluation | None = None
+    load_log: str = ""
+    load_sent_at: float = 0.0
+    first_call: bool = True  # the next call is the worker's first: it gets the compile timeout
+    log_start: int = 0
+    startup: dict[str, float] = field(default_factory=dict)  # start and load times, for the next record
+
+    def spawn(self) -> None:
+        """Start the worker process now; it imports torch while other work goes on."""
+        if self.load_failure is None and self.client is None:
+            self.client = WorkerClient(self.device)
+            self.client.spawn()
+            self.state, self.first_call, self.log_start = "spawned", True, 0
+
+    def send_load(self, compile_timeout_s: float) -> None:
+        """Wait for the worker to be up and ask it to import the candidate (the reply is read later)."""
+        self.spawn()
+        if self.state != "spawned" or self.client is None:
+            return
+        self.client.wait_ready(START_TIMEOUT_S)
+        try:
+            self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device},
+                             compile_timeout_s)
+        except WorkerFailure as err:
+            self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
+            return
+        self.state, self.load_sent_at = "loading", time.monotonic()
+
+    def ensure_worker(self, compile_timeout_s: float) -> Evaluation | None:
+        """Make sure a loaded worker is ready. Returns the load failure, or None when ready."""
+        self.send_load(compile_timeout_s)
+        if self.load_failure is not None:
+            return self.load_failure
+        assert self.client is not None
+        if self.state == "loading":
+            left = max(self.load_sent_at + compile_timeout_s - time.monotonic(), 0.001)
+            try:
+                reply = self.client.receive(left, 0)
+            except WorkerFailure as err:
+                return self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
+            if reply.get("ok") is not True:
+                return self._load_failed(failure_from_reply(reply, _IMPORT))
+            self.state = "ready"
+            self.startup = {"worker_start_s": self.client.ready_at - self.client.spawned_at,
+                            "load_s": time.monotonic() - self.load_sent_at}
+        else:
+            self.log_start = self.client.log_size()
+        return None
+
+    def _load_failed(self, failure: Evaluation) -> Evaluation:
+        self.load_failure = failure
+        if self.client is not None:
+            self.client.close()
+            self.load_log = self.client.read_log(0, 1 << 20)
+        self.retire()
+        return failure
+
+    def log(self, log_bytes: int) -> str:
+        if self.client is None:
+            return self.load_log[-log_bytes:]
+        return self.client.read_log(self.log_start, log_bytes)
+
+    def retire(self) -> None:
+        if self.client is not None:
+            self.client.discard()
+            self.client = None
+        self.state = "none"
+
+
+def failure_from_worker(err: WorkerFailure, phase: str, limit: str) -> Evaluation:
+    """``limit`` names the timeout that ran out, e.g. 'the compile timeout (600 s)'."""
+    if err.kind == "timeout":
+        return Evaluation(Status.TIMEOUT, f"{limit} ran out during {phase}; the worker's process group was killed",
+                          phase)
+    return Evaluation(Status.RUNTIME_ERROR, f"{err.message} during {phase}", phase)
+
+
+def _compile_limit(seconds: float) -> str:
+    return f"the compile timeout ({seconds:g} s)"
+
+
+def failure_from_reply(reply: dict[str, Any], phase: str) -> Evaluation:
+    message = str(reply.get("message", "no message"))[:2000]
+    if reply.get("kind") == "compile":
+        return Evaluation(Status.COMPILE_ERROR, message, phase)
+    if reply.get("kind") == "runtime":
+        return Evaluation(Status.RUNTIME_ERROR, f"{message} (during {phase})", phase)
+    return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation during {phase}: {message}", phase)
+
+
+@dataclass
+class EvaluationContext:
+    cases: WorkloadCases
+    device: str  # "cpu" or "cuda[:N]"
+    timeout_s: float
+    compile_timeout_s: float
+    timing_config: dict[str, Any]
+    gpu_uuid: str | None = None
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    harness: dict[str, float] = field(default_factory=dict)  # where the harness's wall time went
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
+
+class _Stop(Exception):
+    def __init__(self, evaluation: Evaluation):
+        self.evaluation = evaluation
+
+
+def _check_call(ctx: EvaluationContext, case: Case, reply: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check one call's outputs and inputs; raise _Stop(INCORRECT) on the first problem."""
+    problem, tol = ctx.cases.problem, ctx.cases.tolerance
+    check = check_outputs(reply.get("outputs"), case.expected, ctx.device_type, tol.atol, tol.rtol,
+                          tol.max_mismatch_ratio)
+    if not check.passed:
+        raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
+    inplace = {spec.inplace_of: name for name, spec in problem.outputs.items() if spec.inplace_of}
+    after = reply.get("inputs_after")
+    changed = mutated_inputs(case.inputs, after, allowed=set(inplace))
+    if changed:
+        raise _Stop(Evaluation(Status.INCORRECT, f"{where}: mutated input {', '.join(changed)} (declare an output "
+                                                 "with inplace_of to write an input in place)", where))
+    names = list(case.inputs)
+    for inp, out in inplace.items():
+        now = after[names.index(inp)]
+        ref = case.expected[out]
+        ok = hasattr(now, "shape") and tuple(now.shape) == tuple(ref.shape) and now.dtype == ref.dtype
+        if not ok or not compare_tensors(now, ref, tol.atol, tol.rtol, tol.max_mismatch_ratio).passed:
+            raise _Stop(Evaluation(Status.INCORRECT, f"{where}: output {out!r} is declared in place of input "
+                                                     f"{inp!r}, but that input does not hold it after the call", where))
+    return check.as_dict()
+
+
+def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_bytes: int,
+             phase: str, limit: str) -> dict[str, Any]:
+    assert slot.client is not None
+    try:
+        reply = slot.client.request(header, timeout_s, max_bytes)
+    except WorkerFailure as err:
+        raise _Stop(failure_from_worker(err, phase, limit)) from None
+    if reply.get("ok") is not True:
+        raise _Stop(failure_from_reply(reply, phase))
+    return reply
+
+
+def _valid_timing(timing: Any) -> dict[str, Any]:
+    if not isinstance(timing, dict):
+        raise MalformedReply("timing is not an object")
+    median = timing.get("median_s")
+    if not isinstance(median, (int, float)) or isinstance(median, bool) or not median > 0 or median == float("inf"):
+        raise MalformedReply(f"timing median_s is {median!r}, not a positive time")
+    return timing
+
+
+def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
+    """Rounds, timing, re-check of the timed outputs. The slot's worker must be loaded."""
+    cases = ctx.cases
+    problem = cases.problem
+    expect = [{"shape": list(problem.shape(n, cases.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
+    deadline = time.monotonic() + ctx.timeout_s
+    workload_limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
+    findings: list[dict[str, Any]] = []
+    rounds: list[dict[str, Any]] = []
+    correctness: dict[str, Any] = {"atol": cases.tolerance.atol, "rtol": cases.tolerance.rtol,
+                                   "max_mismatch_ratio": cases.tolerance.max_mismatch_ratio, "rounds": rounds}
+    phase = "round 1"
+    timing: dict[str, Any] = {}
+    clock = time.monotonic()
+    try:
+        for r, case in enumerate(cases.rounds):
+            phase = f"round {r + 1}"
+            # The first call of a fresh worker may compile (Triton JIT, load_inline): it gets the
+            # compile timeout, and the workload's own timeout starts after it.
+            first = slot.first_call
+            slot.first_call = False
+            limit = ctx.compile_timeout_s if first else max(deadline - time.monotonic(), 0.001)
+            reply = _request(slot, {"op": "call", "inputs": list(case.inputs.values()), "expect": expect},
+                             limit, message_bytes([case]), phase,
+                             _compile_limit(ctx.compile_timeout_s) if first else workload_limit)
+            if first:
+                deadline = time.monotonic() + ctx.timeout_s
+                ctx.harness["first_call_s"] = time.monotonic() - clock
+            _add_findings(findings, _findings(reply) + processes_left(slot))
+            rounds.append({"round": r + 1, "outputs": _check_call(ctx, case, reply, phase)})
+        ctx.harness["rounds_s"] = time.monotonic() - clock
+        clock = time.monotonic()
+        phase = "timing"
+        config = ctx.timing_config | {"set_bytes": cases.sets[0].input_bytes()}
+        header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
+                  "config": config}
+        with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
+            try:
+                reply = _request(slot, header, max(deadline - time.monotonic(), 0.001),
+                                 message_bytes(cases.sets), "timing", workload_limit)
+            finally:
+                sampler.stop()
+                ctx.telemetry.update(sampler.result())
+        ctx.harness["timing_request_s"] = time.monotonic() - clock
+        clock = time.monotonic()
+        _add_findings(findings, _findings(reply) + processes_left(slot))
+        timing = _valid_timing(reply.get("timing"))
+        correctness["timed"] = _recheck_timed(ctx, reply)
+        ctx.harness["recheck_s"] = time.monotonic() - clock
+        phase = "done"
+    except _Stop as stop:
+        ev = stop.evaluation
+        ev.correctness = correctness | {"failed_in": ev.phase}
+        ev.findings = findings
+        ev.timing = timing  # kept when the re-check of the timed outputs failed
+        return ev
+    except MalformedReply as err:
+        return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation in {phase}: {err}", phase,
+                          correctness=correctness, findings=findings)
+    correctness["passed"] = True
+    return Evaluation(Status.PASSED, None, phase, timing=timing, correctness=correctness, findings=findings)
+
+
+def _findings(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    f = reply.get("findings", [])
+    if not isinstance(f, list) or not all(isinstance(x, dict) for x in f):
+        raise MalformedReply("findings must be a list of objects")
+    return f
+
+
+def _add_findings(findings: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """Append, skipping repeats (the worker and the parent may both see the same process)."""
+    seen = {(f.get("kind"), f.get("reason")) for f in findings}
+    for f in new:
+        if (f.get("kind"), f.get("reason")) not in seen:
+            seen.add((f.get("kind"), f.get("reason")))
+            findings.append(f)
+
+
+def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
+    """The parent's own view of the worker after a reply: any live process it has left running.
+
+    Read from /proc by the parent, so a candidate that silences the worker's guards cannot hide
+    it. The worker itself starts no processes (Inductor compiles in-process), so the baseline is
+    none at all; threads are not visible from outside (native thread pools start lazily anyway).
+    """
+    guards = optional_guards()
+    snapshot = getattr(guards, "snapshot_concurrency", None)
+    check = getattr(guards, "check_concurrency", None)
+    proc = slot.client.proc if slot.client is not None else None
+    if snapshot is None or check is None or proc is None:
+        return []
+    baseline = dataclasses.replace(snapshot(proc.pid), processes=frozenset())
+    return [f.as_dict() for f in check(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
+
+
+def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of the timed calls against each set's reference; the sets must be unchanged."""
+    cases = ctx.cases
+    last, after = reply.get("last_outputs"), reply.get("sets_after")
+    if not isinstance(last, list) or not isinstance(after, list) or len(last) != len(cases.sets) \
+            or len(after) != len(cases.sets):
+        raise MalformedReply("last_outputs and sets_after must have one entry per set")
+    checked = 0
+    for i, case in enumerate(cases.sets):
+        where = f"timed call on set {i + 1} of {len(cases.sets)}"
+        if last[i] is not None:
+            _check_call(ctx, case, {"outputs": last[i], "inputs_after": after[i]}, where)
+            checked += 1
+        else:
+            changed = mutated_inputs(case.inputs, after[i])
+            if changed:
+                raise _Stop(Evaluation(Status.INCORRECT, f"{where}: mutated input {', '.join(changed)}", where))
+    if checked == 0:
+        raise MalformedReply("no timed output came back")
+    return {"sets": len(cases.sets), "sets_checked": checked, "passed": True}

@@ -1,0 +1,242 @@
+"""The run loop (trusted parent): problems x workloads x candidates -> result records.
+
+Candidates run one at a time, each in its own worker (:mod:`solbench.engine.evaluation`), over all the
+workloads of a problem: while one is measured, no other candidate's code is alive. For each
+workload the parent makes the inputs (fresh seeds per round and per timing set, derived from a
+base seed that is random per run unless given, so every candidate sees the same inputs) and the
+reference outputs. A candidate's worker is reused for its next workload while healthy; after any
+failure the next workload gets a fresh one. Each record is appended to the results file as soon
+as it is made, so a kill loses only the workload in flight.
+
+Verdict checks after the evaluation: the physics floor (:func:`solbench.engine.scoring.physics_floor`),
+then ``solbench.guards.review(evaluation, context)`` when that module defines it. The parent makes
+itself undumpable (``solbench.guards.make_undumpable``) so a worker cannot read its memory.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from solbench.data.hardware import HardwareSpec
+from solbench.data.inputs import load_generator, load_reference
+from solbench.data.problem import Problem, Workload
+from solbench.data.record import ResultRecord, Status
+from solbench.data.results import append_records
+from solbench.data.roofline import RooflinePoint
+from solbench.engine.cases import WorkloadCases, prepare_cases
+from solbench.engine.environment import collect_environment, device_name
+from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, optional_guards
+from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec, workload_roof
+from solbench.errors import SolbenchError
+from solbench.worker.candidate import CandidateFile
+
+MIN_ROUNDS = 3
+
+
+def default_workers_ahead() -> int:
+    from solbench.engine.environment import cpu_count
+
+    return max(0, min(4, cpu_count() // 4))
+
+
+@dataclass
+class RunOptions:
+    """How a run checks and times. Defaults are the CLI's."""
+
+    device: str = "cpu"
+    gpu: str | None = None  # spec id or spec file; None = detect (CUDA) or cpu_estimate (CPU)
+    timeout_s: float = 120.0  # per workload, after the first call of a fresh worker
+    compile_timeout_s: float = 600.0  # worker start + candidate import, and its first call
+    budget_s: float = 1.0  # timing budget per workload
+    rounds: int = MIN_ROUNDS
+    seed: int | None = None
+    log_bytes: int = 8192
+    timing_method: str = "auto"
+    # Workers started (and loading their candidate) while another candidate runs. Off on small
+    # machines, where their imports would compete with the timed candidate for the CPU.
+    workers_ahead: int = field(default_factory=lambda: default_workers_ahead())
+
+    def validate(self) -> None:
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise SolbenchError(f"device {self.device!r}: use cpu, cuda or cuda:N")
+        if self.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise SolbenchError("no CUDA device is available here: use --device cpu")
+        if self.rounds < MIN_ROUNDS:
+            raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
+        if self.workers_ahead < 0:
+            raise SolbenchError("--workers-ahead must be 0 or more")
+        for name in ("timeout_s", "compile_timeout_s", "budget_s"):
+            if not getattr(self, name) > 0:
+                raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
+
+
+@dataclass
+class PlanItem:
+    """One problem, the workloads to run, and the candidates to run on them."""
+
+    problem: Problem
+    workloads: list[Workload]
+    candidates: list[CandidateFile]
+
+
+class Progress(Protocol):
+    def begin(self, total: int) -> None: ...
+
+    def task(self, problem: str, workload: str, candidate: str) -> None: ...
+
+    def record(self, record: ResultRecord) -> None: ...
+
+
+class NullProgress:
+    def begin(self, total: int) -> None:
+        pass
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        pass
+
+    def record(self, record: ResultRecord) -> None:
+        pass
+
+
+@dataclass
+class ReviewContext:
+    """What a guard reviewing an evaluation may look at (all trusted, parent-side)."""
+
+    problem: Problem
+    workload: Workload
+    axes: dict[str, int]
+    roof: RooflinePoint
+    spec: HardwareSpec
+    candidate: CandidateFile
+    device: str
+
+
+def _protect_parent(guards: Any) -> None:
+    """Best effort: make the parent undumpable, so a worker (same user) cannot ptrace it or
+    read its memory (the secret base seed, the reference outputs)."""
+    undumpable = getattr(guards, "make_undumpable", None)
+    if undumpable is not None:
+        undumpable()
+
+
+@dataclass
+class Runner:
+    options: RunOptions
+    output: Path
+    progress: Progress = field(default_factory=NullProgress)
+
+    def __post_init__(self) -> None:
+        self.options.validate()
+        self.spec, self.roof_kind = resolve_spec(self.options.device, self.options.gpu)
+        self.run_id = uuid.uuid4().hex[:12]
+        # Secret unless given: the seeds are never written while the run is going on, so no
+        # candidate can read them from an earlier record and predict its inputs.
+        self.base_seed = self.options.seed if self.options.seed is not None else secrets.randbits(63)
+        guards = optional_guards()
+        _protect_parent(guards)
+        self.review = getattr(guards, "review", None)
+        if self.options.device.startswith("cuda"):
+            import torch
+
+            dev = torch.device(self.options.device)
+            if dev.index is not None:  # plain "cuda" means the current device
+                torch.cuda.set_device(dev)
+        self.environment = collect_environment(self.options.device)
+        self.environment["seed"] = self.options.seed  # null: a random seed, kept secret
+        self.device_name = device_name(self.options.device, self.environment)
+        self.records: list[ResultRecord] = []
+
+    def _timing_config(self) -> dict[str, Any]:
+        cuda = self.options.device.startswith("cuda")
+        return {"device": "cuda" if cuda else "cpu", "budget_s": self.options.budget_s,
+                "method": self.options.timing_method, "l2_bytes": self.spec.l2_bytes if cuda else None}
+
+    def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
+        self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
+        for item in plan:
+            self._run_problem(item)
+        return self.records
+
+    def _run_problem(self, item: PlanItem) -> None:
+        problem, opts = item.problem, self.options
+        ref_fn, gen_fn = load_reference(problem), load_generator(problem)
+        slots = [CandidateSlot(c, opts.device) for c in item.candidates]
+        roofs: dict[str, RooflinePoint] = {}
+        try:
+            for i, slot in enumerate(slots):
+                # One candidate at a time: while it runs, no other candidate's code is alive to
+                # disturb it (workers started ahead have imported torch, not their candidate).
+                self._start_ahead(slots[i + 1:])
+                for workload in item.workloads:
+                    self.progress.task(problem.name, workload.name, slot.candidate.name)
+                    # The same seeds for every candidate: all of them see the same inputs.
+                    cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
+                                          rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
+                    if workload.name not in roofs:
+                        roofs[workload.name] = workload_roof(problem, cases.axes, self.spec, workload)
+                    record = self._run_one(slot, cases, roofs[workload.name])
+                    append_records(self.output, [record])
+                    self.records.append(record)
+                    self.progress.record(record)
+                    del cases
+                    self._free_device_memory()
+                slot.retire()
+        finally:
+            for slot in slots:
+                slot.retire()
+
+    def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
+        opts = self.options
+        ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self._timing_config(),
+                                self.environment.get("gpu_uuid"))
+        evaluation = self._evaluate(slot, ctx)
+        ctx.harness.update(slot.startup)
+        slot.startup = {}
+        review = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
+        evaluation = self._verdict(evaluation, review)
+        record = build_record(
+            problem=cases.problem, workload=cases.workload, axes=cases.axes, candidate=slot.candidate,
+            evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind, device=opts.device,
+            device_name=self.device_name, environment=self.environment,
+            telemetry=ctx.telemetry or {"available": False, "reason": "not measured (no timing)"},
+            log=slot.log(opts.log_bytes), run_id=self.run_id, harness=ctx.harness,
+        )
+        if evaluation.status != Status.PASSED:
+            slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
+        return record
+
+    def _start_ahead(self, upcoming: list[CandidateSlot]) -> None:
+        """Start up to ``workers_ahead`` of the next candidates' workers: they import torch meanwhile.
+
+        They do not load their candidate (which may compile, autotune or touch the GPU) until it is
+        their turn.
+        """
+        for slot in upcoming[: self.options.workers_ahead]:
+            slot.spawn()
+
+    def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
+        failure = slot.ensure_worker(self.options.compile_timeout_s)
+        if failure is not None:
+            return Evaluation(failure.status, failure.reason, failure.phase)
+        return evaluate(slot, ctx)
+
+    def _verdict(self, evaluation: Evaluation, review: ReviewContext) -> Evaluation:
+        evaluation = physics_floor(evaluation, review.roof, review.spec.id)
+        if self.review is not None:
+            evaluation = self.review(evaluation, review)
+        if evaluation.findings:
+            evaluation.correctness["findings"] = evaluation.findings
+        return evaluation
+
+    def _free_device_memory(self) -> None:
+        if self.options.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()

@@ -1,0 +1,164 @@
+"""Scores and records: the spec a run is scored against, the physics floor, the ResultRecord.
+
+On CUDA the spec is ``--gpu`` or the datasheet spec matching the device name. On the CPU it is
+``--gpu`` (e.g. a measured CPU spec from ``solbench calibrate``) or a built-in *upper-bound*
+estimate, ``cpu_estimate``: every peak and the bandwidth are set above what a CPU core can reach
+(AVX-512 FMA / AMX rates at 5 GHz, L1 load bandwidth), so the physics floor never rejects an
+honest CPU run. SOL against it is low by design; records scored against it say
+``roof: "estimate"`` and carry the ``cpu_estimate`` flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from solbench._version import __version__
+from solbench.data.hardware import HardwareSpec, detect_spec, load_spec
+from solbench.data.problem import Problem, Workload
+from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import RooflinePoint, point
+from solbench.engine.environment import cpu_count, cpu_model
+from solbench.worker.candidate import CandidateFile
+
+# A measured median below T_ideal x FLOOR_SLACK is impossible: the 10% covers spec error.
+FLOOR_SLACK = 0.9
+CPU_ESTIMATE_ID = "cpu_estimate"
+_CPU_CLOCK_HZ = 5.0e9
+# FLOP per cycle per core, upper bounds: AVX-512 (2 FMA units x lanes x 2) and AMX tiles for 16-bit/int8.
+_CPU_FLOP_PER_CYCLE = {"float64": 32, "float32": 64, "tf32": 64, "bfloat16": 2048, "float16": 2048,
+                       "float8_e4m3fn": 2048, "float8_e5m2": 2048, "int8": 4096}
+_CPU_BYTES_PER_CYCLE = 128  # two 64-byte L1 loads per cycle per core
+
+
+def cpu_estimate_spec() -> HardwareSpec:
+    """An upper-bound roofline for this CPU (see the module docstring)."""
+    cores = cpu_count()
+    note = (f"built-in upper-bound estimate for {cores} core(s) of {cpu_model()}: "
+            f"cores x {_CPU_CLOCK_HZ / 1e9:g} GHz x "
+            f"FLOP/cycle (AVX-512 FMA, AMX) and {_CPU_BYTES_PER_CYCLE} B/cycle (L1 loads); not a measurement - "
+            "run `solbench calibrate` for a measured CPU spec")
+    return HardwareSpec.model_validate({
+        "id": CPU_ESTIMATE_ID,
+        "name": f"CPU estimate ({cores} cores)",
+        "vendor": "cpu",
+        "device_type": "cpu",
+        "memory_bandwidth": cores * _CPU_CLOCK_HZ * _CPU_BYTES_PER_CYCLE,
+        "peak_flops": {k: cores * _CPU_CLOCK_HZ * v for k, v in _CPU_FLOP_PER_CYCLE.items()},
+        "sources": [note],
+        "notes": note,
+    })
+
+
+def resolve_spec(device: str, gpu: str | None) -> tuple[HardwareSpec, str]:
+    """The spec to score against and its roof kind ('datasheet', 'measured' or 'estimate')."""
+    if gpu:
+        spec = load_spec(gpu)
+        return spec, spec.kind
+    if device.startswith("cuda"):
+        import torch
+
+        spec = detect_spec(torch.cuda.get_device_name(torch.device(device).index or 0))
+        return spec, spec.kind
+    return cpu_estimate_spec(), "estimate"
+
+
+@dataclass
+class Evaluation:
+    """What the parent concluded about one candidate on one workload (before scoring)."""
+
+    status: Status
+    reason: str | None = None
+    phase: str = ""
+    timing: dict[str, Any] = field(default_factory=dict)
+    correctness: dict[str, Any] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float | None:
+        m = self.timing.get("median_s")
+        return float(m) if isinstance(m, (int, float)) and not isinstance(m, bool) else None
+
+
+def physics_floor(evaluation: Evaluation, roof: RooflinePoint, spec_id: str) -> Evaluation:
+    """A PASSED result faster than the roofline allows becomes REWARD_HACK."""
+    t = evaluation.median_s
+    if evaluation.status == Status.PASSED and t is not None and t < roof.t_ideal_s * FLOOR_SLACK:
+        evaluation.status = Status.REWARD_HACK
+        evaluation.reason = (f"faster than the roofline allows (median {t:.4g} s < {FLOOR_SLACK:g} x T_ideal "
+                             f"{roof.t_ideal_s:.4g} s on {spec_id})")
+        evaluation.flags.append("below_physics_floor")
+    return evaluation
+
+
+def workload_roof(problem: Problem, axes: dict[str, int], spec: HardwareSpec, workload: Workload) -> RooflinePoint:
+    return point(problem.flops_for(axes), problem.bytes_for(axes), problem.compute_dtype, spec, workload.name)
+
+
+def build_record(
+    *,
+    problem: Problem,
+    workload: Workload,
+    axes: dict[str, int],
+    candidate: CandidateFile,
+    evaluation: Evaluation,
+    roof: RooflinePoint,
+    spec: HardwareSpec,
+    roof_kind: str,
+    device: str,
+    device_name: str,
+    environment: dict[str, Any],
+    telemetry: dict[str, Any],
+    log: str,
+    run_id: str,
+    harness: dict[str, float] | None = None,
+) -> ResultRecord:
+    """The record of one evaluation; ``harness`` (where the harness's own time went) nests below."""
+    passed = evaluation.status == Status.PASSED
+    t = evaluation.median_s if passed else None
+    flags = list(evaluation.flags)
+    if roof_kind == "estimate":
+        flags.append(CPU_ESTIMATE_ID)
+    for key in ("power_throttled", "thermal_throttled"):
+        if telemetry.get(key):
+            flags.append(key)
+    flags.extend(f for f in evaluation.timing.get("flags", []) or [] if isinstance(f, str))
+    return ResultRecord(
+        problem=problem.name,
+        workload=workload.name,
+        solution=candidate.name,
+        status=evaluation.status,
+        device=device_name,
+        gpu_spec=spec.id,
+        time_s=t,
+        sol=roof.t_ideal_s / t if t else None,
+        flops=roof.flops,
+        bytes=roof.bytes,
+        t_ideal_s=roof.t_ideal_s,
+        bound=roof.bound,
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        solbench_version=__version__,
+        run_id=run_id,
+        solution_path=candidate.display_path,
+        solution_sha256=candidate.sha256,
+        device_type="cuda" if device.startswith("cuda") else "cpu",
+        axes=axes,
+        compute_dtype=problem.compute_dtype,
+        roof=roof_kind,
+        arithmetic_intensity=roof.arithmetic_intensity,
+        t_compute_s=roof.t_compute_s,
+        t_memory_s=roof.t_memory_s,
+        achieved_flops_per_s=roof.flops / t if t else None,
+        achieved_bytes_per_s=roof.bytes / t if t else None,
+        reason=evaluation.reason,
+        flags=sorted(set(flags)),
+        tags=list(problem.tags),
+        timing=evaluation.timing,
+        correctness=evaluation.correctness,
+        telemetry=telemetry,
+        environment=environment,
+        log=log,
+        harness=dict(harness or {}),
+    )

@@ -1,0 +1,146 @@
+"""The leaderboard in each output format: rich table, markdown, csv, html, json.
+
+Every format shows the same rows. Text formats take their cells from :func:`display_tables`, so a
+number reads the same in the terminal, in markdown and in the HTML report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from solbench.present.frame import FAILURE_STATUSES
+from solbench.present.markup import fmt_share, fmt_sol, markdown_cell, one_line, render, spreadsheet_safe
+from solbench.present.ranking import Leaderboard
+
+Format = Literal["table", "markdown", "csv", "html", "json"]
+FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "html", "json")
+
+PROBLEM_HEADERS = ("Rank", "Candidate", "Passed", "Geomean SOL", "Worst SOL", "Failures", "Note")
+OVERALL_HEADERS = ("Rank", "Candidate", "Problems", "Workloads", "Geomean SOL", "SOL≥0.5", "SOL≥0.8", "Failures",
+                   "Note")
+NUMERIC_HEADERS = ("Rank", "Geomean SOL", "Worst SOL", "SOL≥0.5", "SOL≥0.8")
+# Narrower headers for a terminal (80 columns must hold the overall table).
+TERMINAL_HEADERS = {"Rank": "#", "Geomean SOL": "SOL gm", "Worst SOL": "SOL min", "SOL≥0.5": "≥0.5", "SOL≥0.8": "≥0.8",
+                    "Problems": "Probs", "Workloads": "Wklds"}
+
+
+@dataclass
+class DisplayTable:
+    """One ranking, as display strings. ``kind`` 'problem' or 'overall'; ``hacked`` marks rows."""
+
+    title: str
+    kind: str
+    problem: str | None
+    gpu: str
+    headers: tuple[str, ...]
+    rows: list[list[str]]
+    hacked: list[bool]
+
+
+STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
+                "REWARD_HACK": "HACK"}
+
+
+def _failures(row: dict, short: bool = False) -> str:
+    return ", ".join(f"{STATUS_SHORT[s] if short else s} {int(row[s])}" for s in FAILURE_STATUSES if row[s]) or "-"
+
+
+def _rank(v: object) -> str:
+    return "-" if pd.isna(v) else str(int(v))
+
+
+def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
+    """Per-problem rankings (problem, then GPU), then the overall ranking per GPU. ``short``
+    abbreviates the failure statuses (for a terminal)."""
+    out = []
+    for (prob, gpu), g in lb.problems.groupby(["problem", "gpu"], sort=True):
+        rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['workloads_passed']}/{r['workloads_total']}",
+                 fmt_sol(r["geomean_sol"]), fmt_sol(r["min_sol"]), _failures(r, short), one_line(r["note"])]
+                for r in g.to_dict("records")]
+        out.append(DisplayTable(f"{prob} on {gpu} ({lb.roof} roof)", "problem", prob, gpu, PROBLEM_HEADERS, rows,
+                                g["disqualified"].tolist()))
+    for gpu, g in lb.overall.groupby("gpu", sort=True):
+        rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['problems_passed']}/{r['problems_attempted']}",
+                 f"{r['workloads_passed']}/{r['workloads_attempted']}", fmt_sol(r["geomean_sol"]),
+                 fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r, short),
+                 one_line(r["note"])]
+                for r in g.to_dict("records")]
+        out.append(DisplayTable(f"Overall on {gpu} ({lb.roof} roof)", "overall", None, gpu, OVERALL_HEADERS, rows,
+                                g["disqualified"].tolist()))
+    return out
+
+
+def print_leaderboard(lb: Leaderboard, console: Console | None = None) -> None:
+    """Rich tables on the terminal. Cells are Text objects: record text is never parsed as markup."""
+    console = console or Console()
+    for t in display_tables(lb, short=True):
+        table = Table(title=Text(t.title), title_style="bold", header_style="bold cyan", box=box.SIMPLE_HEAD,
+                      pad_edge=False)
+        for h in t.headers:
+            numeric = h in NUMERIC_HEADERS or h in ("Passed", "Problems", "Workloads")
+            table.add_column(TERMINAL_HEADERS.get(h, h), justify="right" if numeric else "left", no_wrap=numeric,
+                             overflow="ellipsis" if h == "Candidate" else "fold",
+                             min_width=12 if h == "Candidate" else None, max_width=36 if h == "Candidate" else None)
+        for row, hacked in zip(t.rows, t.hacked, strict=True):
+            style = "red" if hacked else ("dim" if row[0] == "-" else None)
+            cells = [*row[:-1], row[-1].replace(": not ranked", "")]  # the style already says it
+            table.add_row(*(Text(c) for c in cells), style=style)
+        console.print(table)
+    console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
+                       f". SOL against the {lb.roof} roof; ranked by passed, then geomean SOL.", style="dim"))
+    for w in lb.warnings:
+        console.print(Text(f"warning: {one_line(w)}", style="yellow"))
+
+
+def to_markdown(lb: Leaderboard) -> str:
+    parts = [f"# Leaderboard ({lb.roof} roof)", ""]
+    for t in display_tables(lb):
+        parts += [f"## {markdown_cell(t.title)}", "", "| " + " | ".join(t.headers) + " |",
+                  "|" + "|".join(" ---: " if h == "Rank" else " --- " for h in t.headers) + "|"]
+        parts += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in t.rows]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def to_csv(lb: Leaderboard) -> str:
+    """One tidy table: ``scope`` is 'problem' or 'overall'; columns a scope lacks are empty."""
+    frames = [lb.problems.assign(scope="problem", roof=lb.roof), lb.overall.assign(scope="overall", roof=lb.roof)]
+    df = pd.concat(frames, ignore_index=True)
+    first = ["scope", "roof", "gpu", "problem", "rank", "candidate"]
+    df = df[first + [c for c in df.columns if c not in first]]
+    ints = [c for c in ("rank", "workloads_total", "problems_passed", "problems_attempted", "workloads_attempted")
+            if c in df.columns]
+    df[ints] = df[ints].astype("Int64")
+    df = df.map(spreadsheet_safe)
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def to_json(lb: Leaderboard) -> str:
+    return json.dumps(lb.to_dict(), indent=2)
+
+
+def to_html(lb: Leaderboard, title: str = "solbench leaderboard") -> str:
+    """A standalone page (inline CSS, no scripts, no external resources)."""
+    return render("leaderboard.html.j2", title=title, roof=lb.roof, tables=display_tables(lb),
+                  warnings=[one_line(w) for w in lb.warnings])
+
+
+def format_leaderboard(lb: Leaderboard, fmt: str) -> str:
+    """The leaderboard as text in ``fmt`` (every format but 'table', which prints: see print_leaderboard)."""
+    renderers = {"markdown": to_markdown, "csv": to_csv, "json": to_json, "html": to_html}
+    if fmt not in renderers:
+        from solbench.errors import SolbenchError
+
+        raise SolbenchError(f"--format {fmt!r}: pick one of {', '.join(FORMATS)}")
+    return renderers[fmt](lb)

@@ -1,0 +1,187 @@
+"""Rank candidates per problem and GPU, and overall, from result records.
+
+Per (problem, GPU): each candidate's best PASSED result per workload; candidates are ranked by
+(workloads passed, geometric-mean SOL over them), so one that fails a workload never ranks above
+one that passes all. A candidate caught reward hacking on a problem is shown with that status and
+never ranked on it (nor overall on that GPU). Only one roof (datasheet or measured) is ever ranked
+at a time: SOLs against different roofs are not comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from solbench.data.record import Status
+from solbench.present.frame import FAILURE_STATUSES, geomean, load_results, select
+
+SOL_THRESHOLDS = (0.5, 0.8)
+HACK = Status.REWARD_HACK.value
+
+
+@dataclass
+class Leaderboard:
+    """The rankings of one selection of records against one roof."""
+
+    roof: str
+    problems: pd.DataFrame
+    """One row per (problem, gpu, candidate), ranked within (problem, gpu)."""
+    overall: pd.DataFrame
+    """One row per (gpu, candidate), ranked within gpu."""
+    best: pd.DataFrame
+    """The best PASSED record per (problem, gpu, candidate, workload)."""
+    records: pd.DataFrame
+    """Every record the rankings were computed from (all statuses)."""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return [{k: _plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+
+        return {"roof": self.roof, "problems": rows(self.problems), "overall": rows(self.overall),
+                "warnings": list(self.warnings)}
+
+
+def _plain(v: Any) -> Any:
+    """JSON-ready: NaN -> None, numpy scalars -> Python."""
+    if isinstance(v, (np.floating, float)):
+        return None if np.isnan(v) else float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def best_results(records: pd.DataFrame) -> pd.DataFrame:
+    """The best (highest SOL) PASSED record per (problem, gpu, candidate, workload)."""
+    passed = records[records["status"] == Status.PASSED.value]
+    keys = ["problem", "gpu", "solution", "workload"]
+    return (passed.sort_values(["sol", "timestamp"], ascending=[False, True], na_position="last")
+            .drop_duplicates(keys).sort_values(keys).reset_index(drop=True))
+
+
+def _failure_counts(records: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    failed = records[records["status"].isin(FAILURE_STATUSES)]
+    counts = failed.groupby([*keys, "status"]).size().unstack("status", fill_value=0)
+    return counts.reindex(columns=list(FAILURE_STATUSES), fill_value=0)
+
+
+def _log_sol(best: pd.DataFrame) -> pd.Series:
+    # The same guard as analysis.geomean, vectorised: a zero SOL counts as 1e-6, not as log(0).
+    return np.log(best["sol"].clip(lower=1e-6))
+
+
+def _assign_ranks(table: pd.DataFrame, group: list[str], order: list[str]) -> pd.DataFrame:
+    """Rank within each group by the ``order`` columns, then geomean SOL, all descending; ties share
+    a rank. Unrankable rows (disqualified, or nothing passed) get no rank and sort last."""
+    table = table.assign(_gm=table["geomean_sol"].fillna(-1.0))
+    rankable = ~table["disqualified"] & (table["workloads_passed"] > 0)
+    table = table.sort_values([*group, *order, "_gm", "candidate"],
+                              ascending=[True] * len(group) + [False] * (len(order) + 1) + [True])
+    ranks: list[float] = []
+    prev: tuple | None = None
+    rank = 0
+    seen: dict[tuple, int] = {}
+    for ok, row in zip(rankable[table.index], table.to_dict("records"), strict=True):
+        if not ok:
+            ranks.append(np.nan)
+            continue
+        g = tuple(row[c] for c in group)
+        seen[g] = seen.get(g, 0) + 1
+        key = (g, *(row[c] for c in order), row["_gm"])
+        if key != prev:  # a tie keeps the rank of the row it ties with
+            prev, rank = key, seen[g]
+        ranks.append(rank)
+    table["rank"] = pd.array(ranks, dtype="Int64")
+    table = table.sort_values([*group, "rank", "candidate"], na_position="last", kind="stable")
+    return table.drop(columns=["_gm"]).reset_index(drop=True)
+
+
+def _note(row: dict) -> str:
+    """What the numbers alone do not say (the passed counts already show partial passes)."""
+    if row["disqualified"]:
+        return f"{HACK}: not ranked"  # the templates key on this prefix
+    if row["workloads_passed"] == 0:
+        return "nothing passed"
+    if row["above_roof"]:
+        return f"SOL > 1 on {row['above_roof']}: faster than the roof allows"
+    return ""
+
+
+def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    keys = ["problem", "gpu", "solution"]
+    cands = records[keys].drop_duplicates()
+    totals = records.groupby(["problem", "gpu"])["workload"].nunique().rename("workloads_total")
+    b = best.assign(_log=_log_sol(best), _above=best["sol"] > 1.0)
+    agg = b.groupby(keys).agg(workloads_passed=("workload", "nunique"), _log=("_log", "mean"),
+                              min_sol=("sol", "min"), max_sol=("sol", "max"), above_roof=("_above", "sum"))
+    agg["geomean_sol"] = np.exp(agg.pop("_log"))
+    table = (cands.merge(totals, on=["problem", "gpu"]).merge(agg, on=keys, how="left")
+             .merge(_failure_counts(records, keys), on=keys, how="left"))
+    table[[*FAILURE_STATUSES, "workloads_passed", "above_roof"]] = (
+        table[[*FAILURE_STATUSES, "workloads_passed", "above_roof"]].fillna(0).astype(int))
+    table["disqualified"] = table[HACK] > 0
+    table["complete"] = (table["workloads_passed"] == table["workloads_total"]) & ~table["disqualified"]
+    table = table.rename(columns={"solution": "candidate"})
+    table = _assign_ranks(table, ["problem", "gpu"], ["workloads_passed"])
+    table["note"] = [_note(r) for r in table.to_dict("records")]
+    cols = ["problem", "gpu", "rank", "candidate", "workloads_passed", "workloads_total", "geomean_sol", "min_sol",
+            "max_sol", "complete", "disqualified", "above_roof", *FAILURE_STATUSES, "note"]
+    return table[cols]
+
+
+def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.DataFrame) -> pd.DataFrame:
+    keys = ["gpu", "solution"]
+    cands = records[keys].drop_duplicates()
+    pairs = records[[*keys, "problem", "workload"]].drop_duplicates()
+    attempted = pairs.groupby(keys).agg(problems_attempted=("problem", "nunique"),
+                                        workloads_attempted=("workload", "size"))
+    b = best.assign(_log=_log_sol(best), _ge5=best["sol"] >= SOL_THRESHOLDS[0], _ge8=best["sol"] >= SOL_THRESHOLDS[1],
+                    _above=best["sol"] > 1.0)
+    agg = b.groupby(keys).agg(workloads_passed=("sol", "size"), _log=("_log", "mean"), _ge5=("_ge5", "sum"),
+                              _ge8=("_ge8", "sum"), above_roof=("_above", "sum"))
+    agg["geomean_sol"] = np.exp(agg.pop("_log"))
+    solved = (per_problem[per_problem["complete"]].groupby(["gpu", "candidate"]).size()
+              .rename("problems_passed").rename_axis(keys))
+    table = (cands.merge(attempted, on=keys).merge(agg, on=keys, how="left").merge(solved, on=keys, how="left")
+             .merge(_failure_counts(records, keys), on=keys, how="left"))
+    ints = [*FAILURE_STATUSES, "workloads_passed", "problems_passed", "above_roof", "_ge5", "_ge8"]
+    table[ints] = table[ints].fillna(0).astype(int)
+    table["share_sol_ge_0_5"] = table.pop("_ge5") / table["workloads_attempted"]
+    table["share_sol_ge_0_8"] = table.pop("_ge8") / table["workloads_attempted"]
+    table["disqualified"] = table[HACK] > 0
+    table = table.rename(columns={"solution": "candidate"})
+    # Whole problems passed, then workloads passed: a candidate that fails more never outranks one
+    # that fails less, whatever its SOL.
+    table = _assign_ranks(table, ["gpu"], ["problems_passed", "workloads_passed"])
+    table["note"] = [_note(r) for r in table.to_dict("records")]
+    cols = ["gpu", "rank", "candidate", "problems_passed", "problems_attempted", "workloads_passed",
+            "workloads_attempted", "geomean_sol", "share_sol_ge_0_5", "share_sol_ge_0_8", "disqualified",
+            "above_roof", *FAILURE_STATUSES, "note"]
+    return table[cols]
+
+
+def leaderboard(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
+                problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
+                tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
+                roof: str | None = None) -> Leaderboard:
+    """Rankings per problem and GPU, and overall per GPU, from records (a DataFrame from
+    :func:`solbench.load_results`, or paths to read). Filters as in :func:`solbench.present.frame.select`."""
+    df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
+    warnings = list(df.attrs.get("warnings", []))
+    records = select(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
+    chosen = str(records["roof"].iloc[0])
+    best = best_results(records)
+    per_problem = rank_problems(records, best)
+    overall = rank_overall(records, best, per_problem)
+    return Leaderboard(roof=chosen, problems=per_problem, overall=overall, best=best, records=records,
+                       warnings=warnings)
+
+
+__all__ = ["Leaderboard", "best_results", "geomean", "leaderboard", "rank_overall", "rank_problems"]

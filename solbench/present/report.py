@@ -1,0 +1,166 @@
+"""The HTML report: one self-contained file with the leaderboard, a section per problem (charts and
+a workloads x candidates table), the environment, the timing method and every failure.
+
+Charts are inline images (``data:`` URIs; SVG by default, PNG on request): the file needs nothing
+else, fetches nothing, and runs no script (see :mod:`solbench.present.markup` for the escaping rules).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from rich.console import Console
+
+from solbench._version import __version__
+from solbench.errors import SolbenchError
+from solbench.present.chart_style import CHART_COLUMNS, save, to_bytes
+from solbench.present.frame import load_results
+from solbench.present.leaderboard import display_tables, print_leaderboard
+from solbench.present.markup import one_line, render
+from solbench.present.ranking import Leaderboard, leaderboard
+from solbench.present.report_data import environment_rows, failures, problem_sections, timing_rows
+from solbench.present.roofline_chart import roofline_figure
+
+ChartFormat = Literal["svg", "png", "none"]
+MIME = {"svg": "image/svg+xml", "png": "image/png"}
+PARALLEL_FROM = 6  # charts per extra worker process (below that, starting processes costs more than it saves)
+
+
+CAPTIONS = {
+    "roofline": ("roofline chart", "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each "
+                 "candidate's workloads from low to high intensity."),
+    "overview": ("roofline of all problems", "All problems on one GPU, one trajectory per problem and candidate "
+                 "(numbered when there are at most 20 problems)."),
+}
+
+
+def _chart_uri(job: tuple[str, pd.DataFrame, str]) -> str:
+    """One chart as a data: URI. A top-level function so a process pool can run it."""
+    kind, records, fmt = job
+    fig = roofline_figure(records)
+    return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
+
+
+def _has_roofline(records: pd.DataFrame) -> bool:
+    """A roofline needs a PASSED result that does FLOPs (pure data movement has none to plot)."""
+    ok = (records["status"] == "PASSED") & (records["flops"] > 0) & (records["achieved_flops_per_s"] > 0)
+    return bool(ok.any())
+
+
+def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> list[str]:
+    """Charts are most of a report's time: draw them in parallel processes when there are many."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 16, len(jobs) // PARALLEL_FROM)
+    slim = [(k, r[[c for c in CHART_COLUMNS if c in r.columns]], f) for k, r, f in jobs]  # less to copy
+    # fork, where it is safe: spawn would re-run the caller's main script in every worker. A process
+    # with other Python threads is not safe to fork, so it draws in-process.
+    if workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                return list(pool.map(_chart_uri, slim))
+        except (OSError, BrokenProcessPool):
+            pass  # no processes to be had here: draw them one by one
+    return [_chart_uri(j) for j in slim]
+
+
+def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
+                 problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
+                 tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
+                 roof: str | None = None, title: str | None = None, charts: ChartFormat = "svg",
+                 sources: Sequence[str] = (), workers: int | None = None) -> str:
+    """The report's HTML text (see :func:`write_report`). ``workers``: processes drawing the charts
+    (default: one per CPU, up to 16, when there are many charts; 1 draws them here)."""
+    if charts not in ("svg", "png", "none"):
+        raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
+    df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
+    if not sources and not isinstance(results, pd.DataFrame):
+        sources = [str(results)] if isinstance(results, (str, Path)) else [str(p) for p in results]
+    lb = leaderboard(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
+    sections = problem_sections(lb)
+    jobs: list[tuple[str, pd.DataFrame, str]] = []
+    owners: list[list[tuple[str, str, str]]] = []  # where each chart goes
+    overview: list[tuple[str, str, str]] = []
+    if charts != "none":
+        groups = dict(iter(lb.records.groupby(["problem", "gpu"], sort=True)))
+        for s in sections:
+            recs = groups[s.key]
+            if not _has_roofline(recs):
+                s.note = ("No roofline: no PASSED result here does FLOPs (a problem that only moves data is "
+                          "judged by bandwidth: see the SOL and TB/s columns).")
+            # One chart per section: the roofline. SOL per cell is drawn as a bar in the table (CSS),
+            # which costs nothing; a chart per section is what a large report spends its time on.
+            kinds = ("roofline",) if _has_roofline(recs) else ()
+            for kind in kinds:
+                jobs.append((kind, recs, charts))
+                owners.append(s.charts)
+        if lb.records["problem"].nunique() > 1:
+            for _, recs in lb.records.groupby("gpu", sort=True):
+                if _has_roofline(recs):
+                    jobs.append(("overview", recs, charts))
+                    owners.append(overview)
+    for (kind, recs, _), owner, uri in zip(jobs, owners, _render(jobs, workers), strict=True):
+        alt, caption = CAPTIONS[kind]
+        owner.append((uri, f"{alt}: {one_line(recs['gpu'].iloc[0])}", caption))
+    failed, n_failed = failures(lb.records)
+    counts = lb.records["status"].value_counts()
+    return render(
+        "report.html.j2",
+        title=title or "solbench report",
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        version=__version__,
+        roof=lb.roof,
+        sources=[one_line(s, 200) for s in sources],
+        n_records=len(lb.records),
+        status_counts=[(s, int(n)) for s, n in counts.items()],
+        overall=[t for t in display_tables(lb) if t.kind == "overall"],
+        overview=overview,
+        sections=sections,
+        environment=environment_rows(lb.records),
+        timing=timing_rows(lb.records),
+        failures=failed,
+        n_failures=n_failed,
+        warnings=[one_line(w, 300) for w in lb.warnings],
+    )
+
+
+def write_report(results: pd.DataFrame | str | Path | Iterable[str | Path], output: str | Path, **options: object) -> Path:
+    """Write the self-contained HTML report to ``output``. Options as :func:`build_report`."""
+    output = Path(output)
+    html = build_report(results, **options)  # type: ignore[arg-type]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(html, encoding="utf-8")
+    return output
+
+
+def present_demo(records_path: str | Path, out_dir: str | Path, console: Console | None = None) -> dict[str, Path]:
+    """The end of ``solbench demo``: the leaderboard on the terminal, a roofline PNG and the report.
+
+    Returns the paths written: ``{"roofline": ..., "report": ...}`` (the roofline is of the GPU with
+    the most records when the results span several).
+    """
+    console = console or Console()
+    out_dir = Path(out_dir)
+    df = load_results([records_path], warn=False)
+    lb: Leaderboard = leaderboard(df)
+    print_leaderboard(lb, console)
+    paths: dict[str, Path] = {}
+    records = lb.records
+    gpu = records["gpu"].value_counts().idxmax()
+    one_gpu = records[records["gpu"] == gpu]
+    if (one_gpu["status"] == "PASSED").any():
+        paths["roofline"] = save(roofline_figure(one_gpu), out_dir / "roofline.png")
+    paths["report"] = write_report(df, out_dir / "report.html", sources=[str(records_path)])
+    for name, p in paths.items():
+        console.print(f"{name}: {p}", markup=False, highlight=False)
+    return paths

@@ -1,0 +1,116 @@
+"""Timing settings and results: the config a timing runs under, the result it returns, output copies."""
+
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from solbench.errors import SolbenchError
+from solbench.timing.stats import summarize
+
+# Captured at import: the worker imports solbench.timing before any candidate code, so a later
+# patch of `time` does not change what is read. The CUDA timers are bound in solbench.timing.cuda.
+_perf_counter_ns = time.perf_counter_ns
+_monotonic = time.monotonic
+
+METHODS = ("auto", "events", "graph", "cpu")
+DEVICES = ("cpu", "cuda")
+MIN_FLUSH_BYTES = 256 * 2**20  # the smallest L2 flush (CUDA events and the CUPTI cross-check)
+
+
+class TimingError(SolbenchError):
+    """The timing configuration is invalid (a user-fixable setting)."""
+
+
+@dataclass
+class TimingConfig:
+    device: str = "cpu"  # "cpu" | "cuda"
+    budget_s: float = 1.0  # per-workload timing budget (samples stop when it runs out)
+    min_samples: int = 10
+    max_samples: int = 2000
+    target_rel_ci: float = 0.01  # stop when the 95% CI of the median is within +-1%
+    warmup_s: float = 0.05  # warm-up by time
+    method: str = "auto"  # "auto" | "events" | "graph" | "cpu"
+    l2_bytes: int | None = None  # flush size = max(2*l2_bytes, 256 MiB) on CUDA if given
+    cupti: bool = False  # also collect the CUPTI cross-check
+    # Beyond the engine's contract: knobs with safe defaults.
+    graph_threshold_s: float = 20e-6  # auto picks graph below this first-estimate call time
+    clock_probe: bool = True  # in-stream %globaltimer/clock64 probe around sample chunks (CUDA)
+    reset_persisting_l2: bool = True  # cudaCtxResetPersistingL2Cache before each sample (CUDA)
+    # Subtract the measured device time of an empty event pair (same flush and spin) from every
+    # sample; the amount is in the result's overhead_subtracted_s (docs/timing.md, Evidence).
+    subtract_overhead: bool = True
+    set_bytes: int | None = None  # bytes of one input set: graph mode reports its L2 policy from it
+
+    def validate(self) -> None:
+        if self.device not in DEVICES:
+            raise TimingError(f"timing device {self.device!r}: use one of {', '.join(DEVICES)}")
+        if self.method not in METHODS:
+            raise TimingError(f"timing method {self.method!r}: use one of {', '.join(METHODS)}")
+        if self.device == "cpu" and self.method not in ("auto", "cpu"):
+            raise TimingError(f"timing method {self.method!r} needs --device cuda; use 'cpu' or 'auto'")
+        if self.device == "cuda" and self.method == "cpu":
+            raise TimingError("timing method 'cpu' on a CUDA device: use 'auto', 'events' or 'graph'")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise TimingError(f"timing samples: need 1 <= min_samples ({self.min_samples}) "
+                              f"<= max_samples ({self.max_samples})")
+        if self.budget_s <= 0 or self.warmup_s < 0 or self.target_rel_ci <= 0:
+            raise TimingError("timing budget_s and target_rel_ci must be > 0 and warmup_s >= 0")
+
+
+@dataclass
+class TimingResult:
+    samples_s: list[float]
+    median_s: float
+    p10_s: float
+    p90_s: float
+    iqr_s: float
+    min_s: float
+    mean_s: float
+    n: int
+    ci95_rel: float
+    method: str
+    method_reason: str
+    flush_bytes: int
+    warmup_calls: int
+    stop_reason: str
+    clock: dict | None = None
+    cupti: dict | None = None
+    flags: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)  # method-specific extras (sleep length, graph batch, ...)
+    overhead_subtracted_s: float = 0.0  # per call, already taken off every sample (CUDA)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        # JSON has no inf: an unknown CI (too few samples) is recorded as null.
+        if d["ci95_rel"] == float("inf"):
+            d["ci95_rel"] = None
+        return d
+
+
+def make_result(samples_s: list[float], *, method: str, method_reason: str, flush_bytes: int,
+                warmup_calls: int, stop_reason: str, **extra: Any) -> TimingResult:
+    """A TimingResult with the statistics computed from the samples."""
+    s = summarize(samples_s)
+    return TimingResult(
+        samples_s=list(samples_s), median_s=s.median, p10_s=s.p10, p90_s=s.p90, iqr_s=s.iqr,
+        min_s=s.min, mean_s=s.mean, n=s.n, ci95_rel=s.ci95_rel, method=method,
+        method_reason=method_reason, flush_bytes=flush_bytes, warmup_calls=warmup_calls,
+        stop_reason=stop_reason, **extra,
+    )
+
+
+def clone_output(out: Any) -> Any:
+    """A copy of a candidate's output that later calls cannot change (tensors cloned, containers
+    rebuilt, anything else returned as is)."""
+    if hasattr(out, "detach") and hasattr(out, "clone"):
+        return out.detach().clone()
+    if isinstance(out, tuple):
+        return tuple(clone_output(o) for o in out)
+    if isinstance(out, list):
+        return [clone_output(o) for o in out]
+    if isinstance(out, dict):
+        return {k: clone_output(v) for k, v in out.items()}
+    return out

@@ -1,0 +1,384 @@
+"""CUDA timing loops: per-call events behind a spin kernel, and CUDA-graph batches.
+
+Events keep the L2 cold: before every timed call, outside its timed window, a write over
+max(2 x L2, 256 MiB) (``buf.zero_()``), and every call runs on the next rotating input set. A candidate that pins data with a persisting-L2 access window is undone by
+``cudaCtxResetPersistingL2Cache`` before each sample (best effort; the outcome is recorded).
+
+Events: ``flush; spin; start; fn(i); end; synchronize``. The spin kernel (``torch.cuda._sleep``)
+keeps the stream busy while the host enqueues start, the candidate's launches and end, so the
+start event fires only once the call is queued: the time is the device's, not Python's. The
+spin is sized from the measured host enqueue time and grows if the host falls behind it.
+
+Graph (``solbench.timing.graph``): N back-to-back calls in one graph, ``flush; spin; start; replay; end``,
+per call = replay / N; no flush between calls (the L2 policy is in the method reason).
+
+Both: the device time of an empty event pair after the same flush and spin is measured once per
+timing and subtracted (``overhead_subtracted_s``), since it is in every timed window.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from solbench.timing.config import (
+    MIN_FLUSH_BYTES,
+    TimingConfig,
+    TimingError,
+    TimingResult,
+    _perf_counter_ns,
+    clone_output,
+    make_result,
+)
+from solbench.timing.cudart import libcudart
+from solbench.timing.graph import batch_calls, capture, l2_policy
+from solbench.timing.stats import StopRule
+
+# Bound at import, before any candidate code runs (see solbench.timing).
+_Event = torch.cuda.Event
+_EventBase = torch.cuda.Event.__mro__[1]
+_record = getattr(_EventBase, "record", None)
+_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
+_synchronize = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+_sleep = getattr(torch.cuda, "_sleep", None)
+_Stream = torch.cuda.Stream
+_stream_ctx = torch.cuda.stream
+
+SPIN_MIN_S = 10e-6
+SPIN_MAX_S = 5e-3
+CLOCK_CHUNK = 16  # events samples between clock snapshots
+# Graph time below half the eager estimate *and* this much below it: the captured work differs.
+# Eager keeps ~1-2 us of event latency on tiny kernels, so the absolute gap keeps them in graph mode.
+GRAPH_EAGER_GAP_S = 5e-6
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def _cached(key: str, make: Callable[[], Any]) -> Any:
+    """Per-process singletons (compiled probe kernels, the libcudart handle): made once, reused by
+    every timing of the worker. A failed make is not cached, so it is retried next time."""
+    if key not in _CACHE:
+        _CACHE[key] = make()
+    return _CACHE[key]
+
+
+def l2_bytes_for(config: TimingConfig, device: torch.device) -> int:
+    return config.l2_bytes or int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+
+
+def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
+    return max(2 * l2_bytes_for(config, device), MIN_FLUSH_BYTES)
+
+
+class _PersistingL2Reset:
+    """cudaCtxResetPersistingL2Cache through ctypes, checked once; ``status`` says how it went."""
+
+    def __init__(self) -> None:
+        self.fn = None
+        self.status = "not tried"
+        try:
+            lib = libcudart()
+            lib.cudaFree(None)  # initialise the runtime's context first (else 201 in a fresh process)
+            fn = lib.cudaCtxResetPersistingL2Cache
+            fn.restype = ctypes.c_int
+            rc = fn()
+            self.status = "ok" if rc == 0 else f"cudaCtxResetPersistingL2Cache returned {rc}"
+            if rc == 0:
+                self.fn = fn
+        except Exception as err:  # noqa: BLE001 - best effort by design; recorded
+            self.status = f"unavailable: {type(err).__name__}: {err}"
+
+    def __call__(self) -> None:
+        if self.fn is not None:
+            self.fn()
+
+
+class _Setup:
+    """What both loops share: the stream, flush buffer, spin calibration, L2 reset, clock probe."""
+
+    def __init__(self, config: TimingConfig):
+        self.config = config
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.stream = _current_stream(self.device)
+        self.l2_bytes = l2_bytes_for(config, self.device)
+        self.flush_bytes = flush_bytes_for(config, self.device)
+        self.empty_window_s = 0.0
+        self._flush_buf = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=self.device)
+        self.l2_reset = _cached("l2_reset", _PersistingL2Reset) if config.reset_persisting_l2 else None
+        self.flags: list[str] = []
+        self.details: dict[str, Any] = {
+            "flush_bytes": self.flush_bytes,
+            "persisting_l2_reset": self.l2_reset.status if self.l2_reset else "off",
+        }
+        self.spin_hz = self._measure_spin_hz()
+        self.spin_s = 50e-6
+        self.probe = None
+        if config.clock_probe:
+            try:
+                from solbench.timing.clockprobe import ClockProbe, nvml_max_sm_mhz
+
+                self.probe = _cached(f"probe{self.device.index}", lambda: ClockProbe(self.device))
+                self.max_sm_mhz = _cached(f"max_mhz{self.device.index}", lambda: nvml_max_sm_mhz(self.device.index or 0))
+                self.details["clock_probe_backend"] = self.probe.backend
+            except Exception as err:  # noqa: BLE001 - no probe: timing still valid, clocks unknown
+                self.details["clock_probe_error"] = f"{type(err).__name__}: {err}"
+
+    def _measure_spin_hz(self) -> float:
+        """Cycles per second of torch's spin kernel right now (to convert seconds to cycles)."""
+        s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+        cycles = 2_000_000
+        best = math.inf
+        for _ in range(3):
+            _record(s, self.stream)
+            _sleep(cycles)
+            _record(e, self.stream)
+            _synchronize()
+            best = min(best, _elapsed_ms(s, e) * 1e-3)
+        return cycles / best
+
+    def measure_empty_window(self, n: int = 15) -> float:
+        """Median device time of an event pair around nothing, in the same state as a sample
+        (flushed, after the spin): the timer's own cost inside every timed window."""
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        vals = []
+        for _ in range(n):
+            self.pre_sample()
+            self.spin()
+            _record(start, self.stream)
+            _record(end, self.stream)
+            _synchronize()
+            vals.append(_elapsed_ms(start, end) * 1e-3)
+        self.empty_window_s = sorted(vals)[n // 2]
+        self.details["empty_window_s"] = self.empty_window_s
+        return self.empty_window_s
+
+    def flush(self) -> None:
+        self._flush_buf.zero_()
+
+    def pre_sample(self) -> None:
+        if self.l2_reset is not None:
+            self.l2_reset()
+        self.flush()
+
+    def spin(self) -> None:
+        _sleep(max(1, int(self.spin_s * self.spin_hz)))
+
+    def fit_spin(self, host_enqueue_s: list[float]) -> None:
+        """Spin long enough to cover the host's enqueue time, with a 2x margin."""
+        if host_enqueue_s:
+            worst = sorted(host_enqueue_s)[int(0.9 * (len(host_enqueue_s) - 1))]
+            self.spin_s = min(SPIN_MAX_S, max(SPIN_MIN_S, 2.0 * worst))
+
+
+def _events_sample(st: _Setup, fn: Callable[[int], Any], i: int, start: Any, end: Any) -> tuple[float, float, Any]:
+    """One timed call: (device seconds, host enqueue seconds, output)."""
+    st.pre_sample()
+    st.spin()
+    h0 = _perf_counter_ns()
+    _record(start, st.stream)
+    out = fn(i)
+    _record(end, st.stream)
+    h1 = _perf_counter_ns()
+    _synchronize()
+    return _elapsed_ms(start, end) * 1e-3, (h1 - h0) * 1e-9, out
+
+
+def _warmup(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[int, float]:
+    """Warm up by time with real timed calls; returns (calls, first estimate of one call in s)."""
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    times: list[float] = []
+    hosts: list[float] = []
+    t_end = _perf_counter_ns() + int(st.config.warmup_s * 1e9)
+    n = 0
+    while n < max(3, n_sets) or _perf_counter_ns() < t_end:
+        t, h, _ = _events_sample(st, fn, n % n_sets, start, end)
+        times.append(t)
+        hosts.append(h)
+        st.fit_spin(hosts[-20:])
+        n += 1
+    st.spin_hz = st._measure_spin_hz()  # clocks are up now
+    recent = sorted(times[-9:])  # the median of the latest calls: warm, and robust to a stray one
+    return n, recent[len(recent) // 2]
+
+
+class _ClockChunks:
+    def __init__(self, st: _Setup):
+        self.st = st
+        self.snaps: list[Any] = []
+        self.counts: list[int] = []
+        self._n = 0
+
+    def mark(self, n_samples_so_far: int) -> None:
+        if self.st.probe is None:
+            return
+        if self.snaps:
+            self.counts.append(n_samples_so_far - self._n)
+        self._n = n_samples_so_far
+        self.snaps.append(self.st.probe.snapshot())
+
+    def summary(self, median_s: float) -> tuple[dict | None, list[str]]:
+        if self.st.probe is None:
+            return None, []
+        from solbench.timing.clockprobe import summarize_chunks
+
+        mhz = [self.st.probe.rate_mhz(a, b) for a, b in zip(self.snaps, self.snaps[1:], strict=False)]
+        info, flags = summarize_chunks(mhz, self.counts, self.st.max_sm_mhz, median_s)
+        info["backend"] = self.st.probe.backend
+        return info, flags
+
+
+def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+    cfg = st.config
+    rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    samples: list[float] = []
+    hosts: list[float] = []
+    exposed = 0
+    last: dict[int, Any] = {}
+    clocks = _ClockChunks(st)
+    clocks.mark(0)
+    t0 = _perf_counter_ns()
+    i = 0
+    while True:
+        spin_s = st.spin_s
+        t, h, out = _events_sample(st, fn, i, start, end)
+        samples.append(t)
+        hosts.append(h)
+        if h > spin_s:  # the host was still enqueueing when the spin ended: a gap may be timed
+            exposed += 1
+            st.fit_spin(hosts[-20:])
+        last[i] = clone_output(out)
+        i = (i + 1) % n_sets
+        if len(samples) % CLOCK_CHUNK == 0:
+            clocks.mark(len(samples))
+        reason = rule.should_stop(samples, _perf_counter_ns() - t0)
+        if reason:
+            break
+    if len(samples) % CLOCK_CHUNK:
+        clocks.mark(len(samples))
+    _synchronize()
+    st.details.update(spin_s=st.spin_s, spin_hz=st.spin_hz, host_enqueue_median_s=sorted(hosts)[len(hosts) // 2],
+                      launch_gap_exposed=exposed / len(samples))
+    if exposed / len(samples) > 0.1:
+        st.flags.append("launch_gap_exposed")
+    st.details["_clocks"] = clocks
+    return samples, last, reason
+
+
+def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
+                est_s: float) -> tuple[list[float], dict[int, Any], str]:
+    """Per-call samples from whole replays of a batch of back-to-back calls (see solbench.timing.graph)."""
+    cfg = st.config
+    calls = batch_calls(est_s, n_sets)
+    graph, outs = capture(fn, n_sets, calls, st.device, st.stream)
+    graph.replay()  # the first launch uploads the graph; not timed
+    _synchronize()
+    rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    samples: list[float] = []
+    hosts: list[float] = []
+    clocks = _ClockChunks(st)
+    clocks.mark(0)
+    t0 = _perf_counter_ns()
+    while True:
+        st.pre_sample()  # flush before the replay (its first calls start cold), as events do
+        st.spin()  # covers the host's replay launch, so the window holds device time only
+        h0 = _perf_counter_ns()
+        _record(start, st.stream)
+        graph.replay()
+        _record(end, st.stream)
+        hosts.append((_perf_counter_ns() - h0) * 1e-9)
+        _synchronize()
+        samples.append(_elapsed_ms(start, end) * 1e-3)  # whole replay; per call below
+        st.fit_spin(hosts[-20:])
+        clocks.mark(len(samples))
+        reason = rule.should_stop(samples, _perf_counter_ns() - t0)  # a relative CI: scale-free
+        if reason:
+            break
+    # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
+    last = {i: clone_output(out) for i, out in outs.items()}
+    _synchronize()
+    st.details.update(graph_calls_per_replay=calls, graph_replays=len(samples),
+                      graph_replay_median_s=sorted(samples)[len(samples) // 2])
+    st.details["_clocks"] = clocks
+    del graph
+    return samples, last, reason
+
+
+def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
+    if not torch.cuda.is_available():
+
+        raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
+    st = _Setup(config)
+    warm_calls, est_s = _warmup(st, fn, n_sets)
+    st.details["events_estimate_s"] = est_s
+    st.measure_empty_window()
+
+    method, reason = "events", ""
+    if config.method == "events":
+        reason = "requested"
+    elif config.method == "graph":
+        method, reason = "graph", "requested"
+    elif est_s < config.graph_threshold_s:
+        method, reason = "graph", f"first event estimate {est_s * 1e6:.1f} us < {config.graph_threshold_s * 1e6:.0f} us"
+    else:
+        reason = f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
+
+    samples = last = stop = None
+    overhead = st.empty_window_s if config.subtract_overhead else 0.0
+    per_call_overhead = overhead
+    if method == "graph":
+        try:
+            replays, last, stop = _graph_loop(st, fn, n_sets, est_s)
+            calls = st.details["graph_calls_per_replay"]
+            overhead = min(overhead, 0.5 * min(replays))  # as in events mode, below
+            per_call_overhead = overhead / calls
+            samples = [(r - overhead) / calls for r in replays]
+            med = sorted(samples)[len(samples) // 2]
+            reason += "; " + l2_policy(n_sets, config.set_bytes, st.l2_bytes)
+            # A graph call far faster than the same call eager means the captured work differs
+            # from the eager work (e.g. a candidate that skips kernels while capturing), or the
+            # inputs sit in a warm L2 that the eager flush empties: either way, not comparable.
+            if med < 0.5 * est_s and est_s - med > GRAPH_EAGER_GAP_S:
+                st.flags.append("graph_much_faster_than_eager")
+                if config.method == "auto":
+                    method, reason = "events", (f"graph median {med * 1e6:.2f} us < half the eager estimate "
+                                                f"{est_s * 1e6:.2f} us: not trusted")
+                    samples = None
+        except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
+            rng = getattr(err, "rng_status", "not checked")
+            st.details["graph_capture_rng"] = rng
+            # The engine should retire this worker: a failed capture can leave state behind
+            # (allocator pool, library handles) beyond what is restored here.
+            st.flags.append("graph_fallback")
+            if not rng.startswith("ok"):
+                st.flags.append("worker_poisoned")
+            method, reason = "events", f"graph capture failed ({type(err).__name__}: {str(err)[:200]})"
+            samples = None
+    if samples is None:
+        per_call_overhead = overhead
+        raw, last, stop = _events_loop(st, fn, n_sets)
+        # Never subtract more than half the fastest sample: a bad empty-window reading cannot
+        # turn a real call into nothing.
+        per_call_overhead = min(overhead, 0.5 * min(raw))
+        samples = [r - per_call_overhead for r in raw]
+
+    clocks = st.details.pop("_clocks")
+    result = make_result(samples, method=method, method_reason=reason, flush_bytes=st.flush_bytes,
+                         warmup_calls=warm_calls, stop_reason=stop, flags=st.flags, details=st.details,
+                         overhead_subtracted_s=per_call_overhead)
+    result.clock, clock_flags = clocks.summary(result.median_s)
+    result.flags.extend(clock_flags)
+    if config.cupti:
+        from solbench.timing.cupti import cross_check
+
+        result.cupti = cross_check(fn, n_sets, result.median_s, flush=st.flush, method=method)
+        result.flags.extend(f for f in result.cupti.get("flags", []) if f not in result.flags)
+    return result, last
+

@@ -1,0 +1,117 @@
+"""Candidates: a Python file defining ``run(...)``.
+
+The parent only describes a candidate file (name, path, hash) and never imports it; the worker
+loads it with :func:`load_candidate`. Any failure while importing (syntax error, missing module,
+an exception or ``sys.exit`` at import time) or a missing ``run`` is a :class:`CandidateLoadError`,
+which the worker reports as ``COMPILE_ERROR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solbench.errors import SolbenchError
+
+
+class CandidateError(SolbenchError):
+    """A candidate file given by the user does not exist or is not a Python file."""
+
+
+class CandidateLoadError(Exception):
+    """The candidate could not be imported, or defines no callable ``run``."""
+
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+@dataclass(frozen=True)
+class CandidateFile:
+    """A candidate as the parent knows it: a file, a display name and the hash of its source."""
+
+    path: Path
+    name: str
+    sha256: str
+
+    @property
+    def display_path(self) -> str:
+        """The path relative to the current folder when it is below it (records hold no host paths)."""
+        try:
+            return self.path.relative_to(Path.cwd().resolve()).as_posix()
+        except ValueError:
+            return self.path.as_posix()
+
+
+def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:
+    """Check candidate files exist and give each a unique name (the file stem; parent folder on clashes)."""
+    files = []
+    for p in map(Path, paths):
+        if not p.is_file():
+            raise CandidateError(f"candidate {p} not found: pass --solution with a path to a .py file defining run()")
+        if p.suffix != ".py":
+            raise CandidateError(f"candidate {p} is not a .py file: a candidate is a Python file defining run()")
+        files.append(p.resolve())
+    stems = [f.stem for f in files]
+    out = []
+    for f in files:
+        name = f.stem if stems.count(f.stem) == 1 else f"{f.parent.name}/{f.stem}"
+        out.append(CandidateFile(f, name, hashlib.sha256(f.read_bytes()).hexdigest()))
+    return out
+
+
+def shipped_candidates(problem_folder: Path) -> list[Path]:
+    """The candidates shipped with a problem: ``solutions/*.py`` next to its problem.yaml."""
+    folder = problem_folder / "solutions"
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else text.strip()
+
+
+def load_candidate(path: str | Path) -> Callable[..., Any]:
+    """Import a candidate file by path and return its ``run``. Raises CandidateLoadError (worker side)."""
+    path = Path(path)
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    mod_name = f"solbench_candidate_{digest}"
+    # Helper modules next to the candidate are importable; appended so they never shadow libraries.
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise CandidateLoadError(f"{path.name} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    except CandidateLoadError:
+        raise
+    except SyntaxError as err:
+        where = f"line {err.lineno}" if err.lineno else "unknown line"
+        raise CandidateLoadError(f"SyntaxError at {where}: {err.msg}", traceback.format_exc()) from None
+    except SystemExit as err:
+        raise CandidateLoadError(f"the candidate called sys.exit({err.code!r}) while being imported",
+                                 traceback.format_exc()) from None
+    except BaseException as err:  # anything at import time is the candidate's failure to load
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        tb = traceback.format_exc()
+        raise CandidateLoadError(f"{type(err).__name__} while importing: {_last_line(str(err)) or type(err).__name__}",
+                                 tb) from None
+    run = getattr(module, "run", None)
+    if run is None:
+        raise CandidateLoadError(f"{path.name} defines no run(); a candidate must define run(...) with the "
+                                 "reference's arguments")
+    if not callable(run):
+        raise CandidateLoadError(f"{path.name}: run is a {type(run).__name__}, not a function")
+    return run
+

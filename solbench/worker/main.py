@@ -1,0 +1,304 @@
+"""The worker: the only process that runs candidate code.
+
+Started by the parent (:mod:`solbench.worker.client`) as ``python -m solbench.worker --fd N
+--parent PID`` in a new session (its own process group, so a timeout kills everything it
+started, and the group dies with the parent), with stdout and stderr redirected to a log file the
+parent reads back size-limited. The worker imports
+:mod:`solbench.timing` (which binds its timer functions) and the optional :mod:`solbench.guards`
+*before* any candidate code, then serves requests on the socket ``N``.
+
+Protocol: every message is a JSON header plus raw tensor frames (:mod:`solbench.worker.wire`; nothing is
+pickled). The worker sends data only; the parent decides every verdict. Requests and replies:
+
+``hello`` (worker -> parent, once at start)
+    ``{"op": "hello", "pid": int}``
+``{"op": "load", "path": str, "device": "cpu"|"cuda"}``
+    -> ``{"ok": true}`` or ``{"ok": false, "kind": "compile", "message": str}``
+``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...]}``
+    Runs ``run(*inputs)`` once on fresh device copies of the inputs.
+    -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
+    where an input bitwise equal to its copy taken before the call is ``{"kind": "unchanged"}``.
+``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}}``
+    Moves every set to the device (before timing), then ``time_calls``.
+    -> ``{"ok": true, "timing": TimingResult.as_dict(), "last_outputs": [[output...] per set],
+    "sets_after": [[value...]...], "findings": [...]}``
+``{"op": "exit"}``
+    The worker exits 0.
+
+A failed request replies ``{"ok": false, "kind": "runtime", "message": first [... last] line, "traceback": str}``
+(the traceback also goes to the log). ``output`` is ``{"kind": "tensor", "type", "exact",
+"shape", "dtype", "device", "contiguous", "aliases", "data"}`` where ``data`` (the values, on the
+CPU) is present only for a plain ``torch.Tensor`` with the expected shape and dtype, so a reply's
+size is bounded by what the parent expects; or ``{"kind": "other", "type": str}``.
+``findings`` are worker-side observations for the parent's guards (``solbench.guards``, when it
+defines ``worker_findings(phase, context) -> list[dict]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import socket
+import sys
+import traceback
+from dataclasses import fields
+from typing import Any
+
+# Bound at import, before any candidate code: a candidate that replaces the module's function
+# does not replace the comparison this worker makes.
+from solbench.guards.fingerprints import same_bytes
+
+# Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
+# and a bound on what it can write to disk (its log, build caches).
+_MAX_FILE_BYTES = 8 << 30
+
+
+def _limit_resources() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = _MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, _MAX_FILE_BYTES)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+
+def _die_with_parent(parent: int) -> None:
+    """If the parent dies (killed mid-run), take down this worker's whole process group.
+
+    A watchdog thread polls the parent pid and SIGKILLs the group (the worker and whatever the
+    candidate started). Not PR_SET_PDEATHSIG: that would kill the worker alone, at once, and
+    leave the candidate's children running.
+    """
+    import signal
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="solbench-parent-watch", daemon=True).start()
+
+
+class Worker:
+    def __init__(self, timing: Any, findings_hook: Any = None):
+        self.timing = timing
+        # Bound once, before any candidate code: a candidate that replaces
+        # ``solbench.guards.worker_findings`` does not replace the hook the worker calls.
+        self.findings_hook = findings_hook
+        self.run: Any = None
+        self.device = "cpu"
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _to_device(self, values: list[Any]) -> list[Any]:
+        import torch
+
+        # A fresh copy (own, aligned allocation) for every call: inputs never share memory with
+        # the message buffers or with each other.
+        return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+
+    @staticmethod
+    def _pristine(values: list[Any]) -> list[Any]:
+        """Device copies of the tensor inputs, taken before the call, to compare with after it."""
+        import torch
+
+        return [torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else None for v in values]
+
+    @staticmethod
+    def _after(values: list[Any], shapes: list[Any], pristine: list[Any]) -> list[Any]:
+        """The inputs after the call: ``unchanged`` when bitwise equal to the copy taken before it,
+        else their values on the CPU (the parent decides); a resized input is described, not sent.
+
+        Comparing here, on the device, spares sending GB-sized inputs back on every call. It is the
+        same trust as sending them: either way this worker's own code reports what it finds.
+        """
+        import torch
+
+        T = torch.Tensor  # through the class: the candidate may shadow an instance's methods
+        out: list[Any] = []
+        for v, shape, before in zip(values, shapes, pristine, strict=True):
+            if not isinstance(v, torch.Tensor):
+                out.append(v)
+            elif list(v.shape) != shape:
+                out.append({"kind": "resized", "shape": list(v.shape)})
+            elif before is not None and same_bytes(v, before):
+                out.append({"kind": "unchanged"})
+            else:
+                out.append(T.to(T.detach(v), "cpu"))
+        return out
+
+    @staticmethod
+    def _shapes(values: list[Any]) -> list[Any]:
+        return [list(v.shape) if hasattr(v, "shape") else None for v in values]
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _describe(self, result: Any, expect: list[dict], inputs: list[Any]) -> list[dict]:
+        import torch
+
+        if isinstance(result, (tuple, list)):
+            items = list(result)
+        else:
+            items = [result]
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, torch.Tensor):
+                out.append({"kind": "other", "type": type(item).__qualname__})
+                continue
+            desc: dict[str, Any] = {"kind": "tensor", "type": f"{type(item).__module__}.{type(item).__qualname__}",
+                                    "exact": type(item) is torch.Tensor}
+            if not desc["exact"]:  # never touch a subclass's methods: they may be the candidate's
+                out.append(desc)
+                continue
+            dtype = str(item.dtype).removeprefix("torch.")
+            shape = [int(s) for s in item.shape]
+            # Methods through torch.Tensor throughout: an instance attribute may shadow any of them.
+            T = torch.Tensor
+            desc.update(shape=shape, dtype=dtype, device=item.device.type, contiguous=T.is_contiguous(item))
+            ptr = T.untyped_storage(item).data_ptr() if T.numel(item) else None
+            desc["aliases"] = [j for j, v in enumerate(inputs)
+                               if ptr and isinstance(v, torch.Tensor) and T.numel(v)
+                               and T.untyped_storage(v).data_ptr() == ptr]
+            want = expect[i] if i < len(expect) else None
+            if want is not None and want["shape"] == shape and want["dtype"] == dtype:
+                desc["data"] = T.detach(item).to("cpu")  # copied here, so a device error is this call's
+            out.append(desc)
+        return out
+
+    def _findings(self, phase: str, context: dict[str, Any]) -> list[dict]:
+        return list(self.findings_hook(phase, context)) if self.findings_hook else []
+
+    # --- requests ------------------------------------------------------------------------------
+    def load(self, msg: dict) -> dict:
+        from solbench.worker.candidate import CandidateLoadError, load_candidate
+
+        self.device = msg.get("device", "cpu")
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.init()
+            torch.cuda.set_device(torch.device(self.device).index or 0)  # "cuda" in candidates means this one
+        try:
+            self.run = load_candidate(msg["path"])
+        except CandidateLoadError as err:
+            if err.details:
+                print(err.details, file=sys.stderr, flush=True)
+            return {"ok": False, "kind": "compile", "message": err.message}
+        return {"ok": True}
+
+    def call(self, msg: dict) -> dict:
+        args = self._to_device(msg["inputs"])
+        shapes, pristine = self._shapes(args), self._pristine(args)
+        self._sync()
+        result = self.run(*args)
+        self._sync()
+        outputs = self._describe(result, msg["expect"], args)
+        return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes, pristine),
+                "findings": self._findings("call", {"args": args, "result": result})}
+
+    def time(self, msg: dict) -> dict:
+        known = {f.name for f in fields(self.timing.TimingConfig)}
+        config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
+        sets = [self._to_device(s) for s in msg["sets"]]
+        shapes = [self._shapes(s) for s in sets]
+        pristine = [self._pristine(s) for s in sets]
+        self._sync()
+        run = self.run
+
+        def fn(i: int) -> Any:
+            return run(*sets[i])
+
+        result, last = self.timing.time_calls(fn, len(sets), config)
+        self._sync()
+        last_outputs = []
+        for i, args in enumerate(sets):
+            if i in last:
+                last_outputs.append(self._describe(last[i], msg["expect"], args))
+            else:
+                last_outputs.append(None)
+        sets_after = [self._after(s, sh, p) for s, sh, p in zip(sets, shapes, pristine, strict=True)]
+        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": sets_after,
+                "findings": self._findings("time", {"sets": sets, "timing": result, "run": self.run})}
+
+
+def _failure(err: BaseException) -> dict:
+    tb = traceback.format_exc()
+    print(tb, file=sys.stderr, flush=True)
+    if isinstance(err, SystemExit):
+        message = f"run() called sys.exit({err.code!r})"
+    else:
+        # The first line says what went wrong (CUDA's "an illegal memory access was encountered");
+        # the last often says where (a Triton compile error's position) or only gives advice.
+        text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+        said = text[0] if len(text) < 2 else f"{text[0]} ... {text[-1]}"
+        message = f"{type(err).__name__}: {said}" if text else type(err).__name__
+    return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
+
+
+def serve(sock: socket.socket, worker: Worker) -> int:
+    from solbench.worker.wire import encode_header, recv_message, send_message
+
+    send_message(sock, {"op": "hello", "pid": os.getpid()})
+    handlers = {"load": worker.load, "call": worker.call, "time": worker.time}
+    while True:
+        msg = recv_message(sock)
+        op = msg.get("op")
+        if op == "exit":
+            return 0
+        handler = handlers.get(op)
+        if handler is None:
+            reply = {"ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
+        else:
+            try:
+                reply = handler(msg)
+                # Encode before sending: a reply that cannot be encoded becomes a failure reply
+                # instead of a half-sent message.
+                encode_header(reply)
+            except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
+                reply = _failure(err)
+        send_message(sock, reply)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m solbench.worker")
+    parser.add_argument("--fd", type=int, required=True, help="connected socket to the parent")
+    parser.add_argument("--parent", type=int, default=None, help="the parent's pid (the worker dies with it)")
+    args = parser.parse_args(argv)
+    _limit_resources()
+    _die_with_parent(args.parent if args.parent is not None else os.getppid())
+    # Trusted modules first: timing binds its timer functions at import.
+    timing = importlib.import_module("solbench.timing")
+    try:
+        guards = importlib.import_module("solbench.guards")
+    except ModuleNotFoundError as err:
+        if err.name != "solbench.guards":
+            raise
+        guards = None
+    findings_hook = None
+    if guards is not None:
+        # Baselines and process limits before the candidate is imported (idempotent: importing
+        # the guards in the worker already did it); the worker's folder is the current one.
+        setup = getattr(guards, "setup_worker", None)
+        if setup is not None:
+            setup(os.getcwd())
+        findings_hook = getattr(guards, "worker_findings", None)
+    sock = socket.socket(fileno=args.fd)
+    sock.set_inheritable(False)  # processes the candidate starts do not get the channel
+    code = serve(sock, Worker(timing, findings_hook))
+    sock.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown (seconds with torch loaded, and candidate atexit hooks): the
+    # parent kills the process group after this anyway.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

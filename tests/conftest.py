@@ -1,0 +1,6 @@
+"""Shared test helpers (``record_factory``) are importable from every test folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,38 @@
+"""validate --deep: analytic FLOPs are cross-checked against FlopCounterMode on meta tensors."""
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from solbench.data.problem import load_problem
+from solbench.data.validate import deep_check, validate_paths
+
+SEED = Path(__file__).resolve().parents[2] / "problems" / "llama3_1_8b" / "attn_o_proj_residual"
+
+
+def copy_seed(tmp_path: Path, **changes) -> Path:
+    dst = tmp_path / "seed"
+    shutil.copytree(SEED, dst)
+    data = yaml.safe_load((dst / "problem.yaml").read_text())
+    data.update(changes)
+    (dst / "problem.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return dst
+
+
+def test_correct_formula_passes_deep_check():
+    assert deep_check(load_problem(SEED)) == []
+
+
+def test_wrong_formula_is_reported(tmp_path):
+    dst = copy_seed(tmp_path, flops="T * H * H")  # forgot the 2 of a multiply-add
+    errs = deep_check(load_problem(dst))
+    assert errs and all("ratio 2.000" in e for e in errs)
+    n, errors = validate_paths([dst], deep=True)
+    assert n == 1 and errors
+
+
+def test_flops_auto_counts_the_reference(tmp_path):
+    p = load_problem(copy_seed(tmp_path, flops="auto"))
+    axes = p.resolve_axes(p.workload("prefill_b4_s2048"))
+    assert p.flops_for(axes) == 2 * 8192 * 4096 * 4096  # on meta tensors: nothing is computed

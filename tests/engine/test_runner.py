@@ -1,0 +1,191 @@
+"""The parent side: seeds and cases, set counts, scoring and the physics floor, the run loop, appends."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+import torch
+
+import solbench
+from solbench.data.hardware import load_spec
+from solbench.data.inputs import load_reference
+from solbench.data.problem import load_problem
+from solbench.data.record import Status
+from solbench.data.results import append_records, read_records
+from solbench.data.roofline import workload_point
+from solbench.engine.cases import derive_seed, prepare_cases, timing_set_count
+from solbench.engine.scoring import (
+    FLOOR_SLACK,
+    Evaluation,
+    build_record,
+    cpu_estimate_spec,
+    physics_floor,
+    resolve_spec,
+)
+from solbench.worker.candidate import describe_candidates
+
+HERE = Path(__file__).resolve().parents[1]  # tests/
+TINY = HERE / "fixtures" / "tiny"
+CANDIDATES = HERE / "candidates"
+
+
+def test_derive_seed_is_deterministic_and_distinct():
+    a = derive_seed(7, "p", "w", "round", 0)
+    assert a == derive_seed(7, "p", "w", "round", 0)
+    others = {derive_seed(7, "p", "w", "round", 1), derive_seed(7, "p", "w", "set", 0), derive_seed(8, "p", "w", "round", 0)}
+    assert a not in others and len(others) == 3
+    assert 0 <= a < 2**63
+
+
+def test_cases_fresh_per_round_and_reference_on_pristine_copies():
+    problem = load_problem(TINY / "row_write")
+    w = problem.workloads[0]
+    cases = prepare_cases(problem, w, base_seed=1, device="cpu", rounds=3, ref_fn=load_reference(problem), gen_fn=None)
+    assert len(cases.rounds) == 3 and len(cases.sets) >= 2
+    caches = [c.inputs["cache"] for c in cases.rounds + cases.sets]
+    for i in range(len(caches)):
+        for j in range(i + 1, len(caches)):
+            assert not torch.equal(caches[i], caches[j]), "every round and set has its own inputs"
+    for c in cases.rounds:
+        # The in-place reference wrote into its own copy: the kept inputs are as generated.
+        assert not torch.equal(c.inputs["cache"][0], c.inputs["x"])
+        expected = c.inputs["cache"].clone()
+        expected[0] = c.inputs["x"]
+        assert torch.equal(c.expected["cache_out"], expected)
+    again = prepare_cases(problem, w, base_seed=1, device="cpu", rounds=3, ref_fn=load_reference(problem), gen_fn=None)
+    assert torch.equal(again.rounds[2].inputs["cache"], cases.rounds[2].inputs["cache"])
+
+
+@pytest.mark.parametrize("set_bytes, device, l2, memory, expected", [
+    (32 << 20, "cuda", 60 << 20, 100 << 30, 4),  # 2 * 60 MiB / 32 MiB + 1: total exceeds 2x L2
+    (512 << 20, "cuda", 60 << 20, 100 << 30, 2),  # big sets: the minimum of two
+    (4096, "cuda", 60 << 20, 100 << 30, 64),  # tiny sets: capped (the L2 flush does the rest)
+    (1 << 30, "cuda", 60 << 20, 4 << 30, 2),  # memory-bound cap never goes below two
+    (8 << 20, "cuda", 60 << 20, 300 << 20, 3),  # a quarter of 300 MiB holds 3 sets of 3 x 8 MiB
+    (4096, "cpu", None, 8 << 30, 4),
+    (1 << 30, "cpu", None, 8 << 30, 2),
+])
+def test_timing_set_count(set_bytes, device, l2, memory, expected):
+    n = timing_set_count(set_bytes, device, l2, memory)
+    assert n == expected
+    memory_capped = memory // 4 // (3 * set_bytes) <= n
+    if device == "cuda" and n < 64 and not memory_capped:
+        assert n * set_bytes > 2 * l2
+
+
+def test_physics_floor():
+    spec = load_spec("h200_sxm")
+    problem = load_problem(TINY / "scaled_add")
+    roof = workload_point(problem, "n32", spec)
+    fast = Evaluation(Status.PASSED, timing={"median_s": roof.t_ideal_s * (FLOOR_SLACK - 0.01)})
+    assert physics_floor(fast, roof, spec.id).status == Status.REWARD_HACK
+    assert "faster than the roofline allows" in fast.reason and "below_physics_floor" in fast.flags
+    ok = Evaluation(Status.PASSED, timing={"median_s": roof.t_ideal_s * (FLOOR_SLACK + 0.01)})
+    assert physics_floor(ok, roof, spec.id).status == Status.PASSED
+    failed = Evaluation(Status.INCORRECT, "x", timing={"median_s": roof.t_ideal_s / 100})
+    assert physics_floor(failed, roof, spec.id).status == Status.INCORRECT
+
+
+def test_cpu_estimate_is_an_upper_bound_on_one_core():
+    spec = cpu_estimate_spec()
+    assert spec.id == "cpu_estimate" and spec.device_type == "cpu"
+    # Above what any core sustains: >= 64 fp32 FLOP/cycle and >= 128 B/cycle at 5 GHz, per core.
+    assert spec.peak("float32") >= 64 * 5e9 and spec.memory_bandwidth >= 128 * 5e9
+    assert resolve_spec("cpu", None)[1] == "estimate"
+    assert resolve_spec("cpu", "h200_sxm")[0].id == "h200_sxm"
+
+
+def _record(status: Status, median: float | None):
+    problem = load_problem(TINY / "scaled_add")
+    w = problem.workload("n32")
+    spec = load_spec("h200_sxm")
+    roof = workload_point(problem, w, spec)
+    ev = Evaluation(status, None if status == Status.PASSED else "why", timing={"median_s": median} if median else {})
+    (cand,) = describe_candidates([CANDIDATES / "honest.py"])
+    return roof, build_record(problem=problem, workload=w, axes=problem.resolve_axes(w), candidate=cand,
+                              evaluation=ev, roof=roof, spec=spec, roof_kind="datasheet", device="cuda",
+                              device_name="NVIDIA H200", environment={"hostname": "h"}, telemetry={"available": False},
+                              log="", run_id="r")
+
+
+def test_build_record_scores_only_passed():
+    roof, rec = _record(Status.PASSED, 2e-6)
+    flops, nbytes = 2 * 32 * 64, 3 * 32 * 64 * 4
+    assert (rec.flops, rec.bytes) == (flops, nbytes)
+    t_ideal = max(flops / 67e12, nbytes / 4.8e12)
+    assert rec.t_ideal_s == pytest.approx(t_ideal) and rec.bound == "memory"
+    assert rec.time_s == 2e-6 and rec.sol == pytest.approx(t_ideal / 2e-6)
+    assert rec.achieved_bytes_per_s == pytest.approx(nbytes / 2e-6)
+    _, bad = _record(Status.INCORRECT, 2e-6)
+    assert bad.time_s is None and bad.sol is None and bad.achieved_flops_per_s is None and bad.reason == "why"
+
+
+def test_run_problems_in_process(tmp_path):
+    out = tmp_path / "r.jsonl"
+    result = solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "honest.py", CANDIDATES / "wrong_values.py"],
+                                   device="cpu", output=out, budget_s=0.05, workloads=["n4"], seed=123,
+                                   compile_timeout_s=60, workers_ahead=1)
+    assert [(r.solution, r.status) for r in result.records] == [("honest", "PASSED"), ("wrong_values", "INCORRECT")]
+    assert not result.all_passed
+    rows, warnings = read_records([out])
+    assert not warnings and [r["solution"] for r in rows] == ["honest", "wrong_values"]
+    honest = rows[0]
+    assert honest["environment"]["seed"] == 123 and honest["roof"] == "estimate" and "cpu_estimate" in honest["flags"]
+    assert honest["timing"]["n"] >= 10 and honest["correctness"]["timed"]["passed"]
+    assert len(honest["correctness"]["rounds"]) == 3
+    assert honest["telemetry"]["available"] is False
+
+
+def test_unknown_workload_and_bad_rounds_are_user_errors(tmp_path):
+    with pytest.raises(solbench.ProblemError, match="no workload named 'nope'"):
+        solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "honest.py"], device="cpu", workloads=["nope"],
+                              output=tmp_path / "x.jsonl")
+    with pytest.raises(solbench.SolbenchError, match="at least 3"):
+        solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "honest.py"], device="cpu", rounds=1,
+                              output=tmp_path / "x.jsonl")
+
+
+def _append_many(path: str, writer: int, n: int) -> None:
+    for i in range(n):
+        append_records(path, [{"problem": "p", "workload": "w", "status": "PASSED", "writer": writer, "i": i,
+                               "pad": "x" * (997 * (i % 7))}])
+
+
+def test_concurrent_appends_from_processes_lose_nothing(tmp_path):
+    path = str(tmp_path / "c.jsonl")
+    ctx = mp.get_context("fork")  # the writers need nothing but solbench.data.results
+    procs = [ctx.Process(target=_append_many, args=(path, w, 40)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    lines = Path(path).read_text().splitlines()
+    seen = {(json.loads(line)["writer"], json.loads(line)["i"]) for line in lines}
+    assert len(lines) == 160 and seen == {(w, i) for w in range(4) for i in range(40)}
+
+
+def test_guards_cannot_be_blinded_from_the_candidate(tmp_path):
+    """Replacing the worker's hook changes nothing (bound before the import); blinding the worker's
+    guards entirely still leaves the parent's own view of the worker's processes."""
+    result = solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "replaces_findings_hook.py",
+                                                           CANDIDATES / "blinds_guards_spawns.py"],
+                                   device="cpu", output=tmp_path / "r.jsonl", budget_s=0.05, workloads=["n4"],
+                                   compile_timeout_s=60, workers_ahead=0)
+    by_name = {r.solution: r for r in result.records}
+    hook, blind = by_name["replaces_findings_hook"], by_name["blinds_guards_spawns"]
+    assert hook.status == "REWARD_HACK" and "guard:thread" in hook.flags
+    assert blind.status == "REWARD_HACK" and "left process" in blind.reason and "guard:process" in blind.flags
+
+
+def test_parent_is_undumpable_after_a_run_starts(tmp_path):
+    import ctypes
+
+    from solbench.engine.runner import Runner, RunOptions
+
+    Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
+    pr_get_dumpable = 3
+    assert ctypes.CDLL(None, use_errno=True).prctl(pr_get_dumpable, 0, 0, 0, 0) == 0

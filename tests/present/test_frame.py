@@ -1,0 +1,170 @@
+"""load_results: flattening, tolerance of bad lines and old/new records, derived columns; filters."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pandas as pd
+import pytest
+import record_factory as rf
+
+from solbench.present.frame import ResultsError, geomean, load_results, records_frame, select
+
+
+@pytest.fixture(scope="module")
+def recordset() -> rf.RecordSet:
+    return rf.make_recordset(repeats=2)
+
+
+@pytest.fixture()
+def results_file(tmp_path, recordset):
+    return recordset.write(tmp_path / "results" / "run.jsonl")
+
+
+@pytest.fixture()
+def measured_specs(tmp_path, monkeypatch):
+    rf.write_measured_spec(tmp_path / "specs")
+    monkeypatch.setenv("SOLBENCH_SPECS", str(tmp_path / "specs"))
+
+
+def test_one_row_per_record_with_nested_fields_flattened(results_file, recordset):
+    df = load_results(results_file)
+    assert len(df) == len(recordset.records)
+    assert df.attrs["warnings"] == []
+    first = recordset.records[0]
+    row = df.iloc[0]
+    assert row["timing.method"] == first.timing["method"]
+    assert row["environment.driver"] == first.environment["driver"]
+    assert row["telemetry.sm_clock_mhz.min"] == first.telemetry["sm_clock_mhz"]["min"]
+    assert row["axes.T"] == first.axes["T"]
+    assert row["source"].endswith("run.jsonl:1")
+
+
+def test_bad_lines_are_warned_and_skipped(results_file, recordset):
+    good = json.loads(results_file.read_text().splitlines()[0])
+    passed_without_time = {**good, "status": "PASSED", "time_s": None, "sol": None}
+    unknown_status = {**good, "status": "EXPLODED"}
+    with open(results_file, "a") as fh:
+        fh.write("this is not json\n")
+        fh.write(json.dumps({"hello": "world"}) + "\n")  # JSON, but not a record
+        fh.write(json.dumps(passed_without_time) + "\n")
+        fh.write(json.dumps(unknown_status) + "\n")
+        fh.write(json.dumps(good)[:40])  # a torn last line
+    with pytest.warns(UserWarning):
+        df = load_results([results_file])
+    assert len(df) == len(recordset.records)
+    text = "\n".join(df.attrs["warnings"])
+    assert len(df.attrs["warnings"]) == 5, text
+    for expected in ("unreadable line", "not a result record", "PASSED without a positive time_s", "EXPLODED"):
+        assert expected in text
+
+
+def test_older_record_gets_derived_columns():
+    # A minimal record with only the contract's keys, as an early version wrote them.
+    old = {"problem": "p.q", "workload": "w", "solution": "s", "status": "passed", "device": "GPU",
+           "gpu_spec": "h200_sxm", "time_s": 2e-3, "sol": 0.5, "flops": 4_000_000_000, "bytes": 1_000_000,
+           "t_ideal_s": 1e-3, "bound": "compute", "timestamp": "2026-01-01T00:00:00Z", "solbench_version": "0.0.1"}
+    df = records_frame([old])
+    row = df.iloc[0]
+    assert row["status"] == "PASSED"
+    assert row["roof"] == "datasheet"
+    assert row["arithmetic_intensity"] == pytest.approx(4000.0)
+    assert row["achieved_flops_per_s"] == pytest.approx(2e12)
+    assert row["achieved_bytes_per_s"] == pytest.approx(5e8)
+    assert row["tags"] == [] and row["flags"] == []
+    assert str(row["timestamp_utc"]).startswith("2026-01-01")
+
+
+def test_newer_record_keeps_unknown_fields(recordset):
+    d = recordset.dicts()[0]
+    d["future_field"] = {"nested": 3}
+    df = records_frame([d])
+    assert df.iloc[0]["future_field.nested"] == 3
+
+
+def test_non_numeric_numbers_become_nan(recordset):
+    d = recordset.dicts()[0]
+    d["arithmetic_intensity"] = "lots"
+    d["t_memory_s"] = float("inf")
+    row = records_frame([d]).iloc[0]
+    assert row["arithmetic_intensity"] == pytest.approx(d["flops"] / d["bytes"])  # refilled from flops/bytes
+    assert math.isnan(row["t_memory_s"])
+
+
+def test_same_records_read_twice_are_not_duplicated(results_file, recordset):
+    df = load_results([results_file, results_file.parent])
+    assert len(df) == len(recordset.records)
+
+
+def test_measured_spec_records_share_the_gpu_of_their_datasheet(results_file, measured_specs):
+    df = load_results(results_file)
+    measured = df[df["roof"] == "measured"]
+    assert not measured.empty
+    assert set(measured["gpu_spec"]) == {rf.MEASURED_SPEC_ID}
+    assert set(measured["gpu"]) == {"h200_sxm"}
+
+
+def test_unknown_spec_keeps_its_own_id(recordset):
+    d = recordset.dicts()[0]
+    d["gpu_spec"] = "not_a_known_gpu"
+    assert records_frame([d]).iloc[0]["gpu"] == "not_a_known_gpu"
+
+
+def test_select_filters(results_file, measured_specs):
+    df = load_results(results_file)
+    s = select(df, problem="toy.*", gpu="H100", candidate=["torch_*", "cupy_raw"])
+    assert set(s["problem"]) == {"toy.rmsnorm", "toy.scan_fp32"}
+    assert set(s["gpu"]) == {"h100_sxm"}  # matched on the device name
+    assert set(s["solution"]) == {"torch_eager", "cupy_raw"}
+    assert set(s["roof"]) == {"datasheet"}
+    assert set(select(df, tag="norm")["problem"]) == {"toy.rmsnorm"}
+    measured = select(df, roof="measured")
+    assert set(measured["roof"]) == {"measured"} and set(measured["gpu"]) == {"h200_sxm"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"problem": "nope"}, "--problem nope matches no record"),
+    ({"gpu": "mi300x"}, "--gpu mi300x matches no record"),
+    ({"tag": "nothing"}, "--tag nothing matches no problem"),
+    ({"candidate": "ghost"}, "--candidate ghost matches no record"),
+    ({"roof": "sideways"}, "--roof sideways: no records scored against that roof"),
+])
+def test_select_errors_name_the_filter_and_what_exists(results_file, kwargs, message):
+    df = load_results(results_file)
+    with pytest.raises(ResultsError, match=message):
+        select(df, **kwargs)
+
+
+def test_select_on_no_records_says_what_to_pass():
+    with pytest.raises(ResultsError, match="no result records found"):
+        select(records_frame([]), problem=None)
+
+
+def test_roof_measured_only_results_pick_measured(recordset):
+    only_measured = [d for d in recordset.dicts() if d["roof"] == "measured"]
+    df = records_frame(only_measured)
+    assert set(select(df)["roof"]) == {"measured"}
+    with pytest.raises(ResultsError, match="pass --roof measured"):
+        select(df, roof="datasheet")
+
+
+def test_geomean_matches_statistics_and_guards_zero_and_missing():
+    values = [0.5, 0.8, 0.9, 0.25]
+    assert geomean(values) == pytest.approx(statistics.geometric_mean(values))
+    assert geomean([*values, None, float("nan")]) == pytest.approx(statistics.geometric_mean(values))
+    assert geomean([0.0, 1.0]) == pytest.approx(math.sqrt(1e-6))  # floored, not zero and not an error
+    assert geomean([]) is None and geomean([None]) is None
+    assert isinstance(geomean(pd.Series([1.0, 4.0])), float)
+
+
+def test_public_names():
+    import solbench
+    from solbench.present import plots, ranking, report
+
+    assert solbench.load_results is load_results
+    assert solbench.leaderboard is ranking.leaderboard and solbench.Leaderboard is ranking.Leaderboard
+    assert solbench.plot_roofline is plots.plot_roofline and solbench.plot_sol is plots.plot_sol
+    assert solbench.write_report is report.write_report
+    assert {"load_results", "leaderboard", "plot_roofline", "plot_sol", "write_report"} <= set(solbench.__all__)

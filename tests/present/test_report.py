@@ -1,0 +1,143 @@
+"""The HTML report: self-contained, escaped, complete; its numbers are the records' numbers."""
+
+from __future__ import annotations
+
+import base64
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import record_factory as rf
+from record_factory import HtmlPage
+from typer.testing import CliRunner
+
+from solbench.cli import app
+from solbench.present.frame import records_frame
+from solbench.present.markup import fmt_si
+from solbench.present.report import build_report, present_demo, write_report
+
+SEED = "llama3_1_8b.attn_o_proj_residual"
+HOSTILE_LOG = "</pre></details><script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+@pytest.fixture(scope="module")
+def recordset() -> rf.RecordSet:
+    rs = rf.make_recordset(repeats=2)
+    rs.records.append(rf.hostile_record(log=HOSTILE_LOG))
+    return rs
+
+
+@pytest.fixture(scope="module")
+def html(recordset) -> str:
+    return build_report(records_frame(recordset.dicts()), title="Test <report>", workers=1)
+
+
+def test_self_contained_and_no_script(html):
+    page = HtmlPage(html)
+    assert not page.all("script") and not page.all("link") and not page.all("iframe")
+    for tag, attrs in page.tags:
+        for name, value in attrs.items():
+            assert not (name or "").startswith("on"), (tag, name)  # no event handlers anywhere
+            if name in ("src", "href"):
+                assert value and (value.startswith("data:image/") or value.startswith("#")), (tag, value)
+    csp = [a for a in page.all("meta") if a.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and "default-src 'none'" in csp[0]["content"]
+    assert not re.search(r"https?://", re.sub(r"data:image/[^\"]+", "", html))
+
+
+def test_hostile_text_is_escaped(html):
+    assert "<script>alert" not in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html  # the candidate name, shown as text
+    assert "&lt;/pre&gt;&lt;/details&gt;&lt;script&gt;alert(1)" in html  # the log, shown as text
+    assert "<title>Test &lt;report&gt;</title>" in html
+
+
+def test_sections_tables_and_charts(html):
+    page = HtmlPage(html)
+    tables = [a.get("class", "") for a in page.all("table")]
+    assert tables.count("leaderboard overall") == 2  # one per GPU
+    assert tables.count("leaderboard problem") == 6 and tables.count("workloads") == 6  # 3 problems x 2 GPUs
+    assert tables.count("failures") == 1
+    imgs = page.all("img")
+    assert len(imgs) == 6 + 2  # a roofline per section, an overview roofline per GPU
+    for img in imgs:
+        head, data = img["src"].split(",", 1)
+        assert head == "data:image/svg+xml;base64"
+        assert ET.fromstring(base64.b64decode(data)).tag.endswith("svg")
+    ids = {a.get("id") for _, a in page.tags}
+    assert {"leaderboard", "environment", "timing", "failures", "p1", "p6"} <= ids
+    for a in page.all("a"):
+        assert a["href"][1:] in ids  # the contents links land somewhere
+
+
+def test_workload_table_numbers_are_the_records(recordset, html):
+    # The best triton_fused run of decode_b1 on the H100: its time and SOL appear in the page.
+    rec = max((r for r in recordset.records if (r.problem, r.workload, r.solution, r.gpu_spec, r.status) ==
+               (SEED, "decode_b1", "triton_fused", "h100_sxm", "PASSED")), key=lambda r: r.sol)
+    row = re.search(r"<tr><td>decode_b1</td>.*?</tr>", html.split('id="p1"')[1], re.S).group(0)
+    assert fmt_si(rec.time_s, "s") in row and f"{rec.sol:.3f}" in row
+    assert f"{rec.achieved_flops_per_s / 1e12:.3g}" in row and f"{rec.achieved_bytes_per_s / 1e12:.3g}" in row
+    assert "T=1, H=4096" in row and "memory" in row
+    assert f'style="--bar: {round(100 * rec.sol)}%">{rec.sol:.3f}<' in row  # the SOL bar behind the number
+
+
+def test_environment_timing_and_failures(recordset, html):
+    env = html.split('id="environment"')[1].split('id="timing"')[0]
+    for expected in ("580.159.04", "2.11.0+cu130", "power_throttled", "SwPowerCap", "telemetry.sm_clock_mhz.min",
+                     "NVIDIA H100 80GB HBM3"):
+        assert expected in env
+    timing = html.split('id="timing"')[1].split('id="failures"')[0]
+    assert "cuda_events" in timing and "l2_flush_bytes" in timing
+    failures = html.split('id="failures"')[1]
+    n_failed = sum(r.status != "PASSED" for r in recordset.records if r.roof == "datasheet")
+    assert f"{n_failed} result(s) did not pass" in failures
+    assert failures.count("<tr><td><span class=\"badge") == n_failed
+    assert "worker died: signal 11 (SIGSEGV)" in failures
+
+
+def test_png_and_no_charts(recordset):
+    df = records_frame(recordset.dicts())
+    png = build_report(df, problem="toy.rmsnorm", gpu="h200_sxm", charts="png", workers=1)
+    srcs = [a["src"] for a in HtmlPage(png).all("img")]
+    assert len(srcs) == 1 and all(s.startswith("data:image/png;base64,iVBOR") for s in srcs)
+    none = build_report(df, problem="toy.rmsnorm", charts="none")
+    assert not HtmlPage(none).all("img") and "toy.rmsnorm" in none
+
+
+def test_parallel_chart_drawing_gives_the_same_charts(recordset):
+    df = records_frame(recordset.dicts())
+    one = HtmlPage(build_report(df, gpu="h200_sxm", problem="toy.*", workers=1)).all("img")
+    two = HtmlPage(build_report(df, gpu="h200_sxm", problem="toy.*", workers=2)).all("img")
+    assert len(one) == len(two) == 2 + 1
+    assert [a["alt"] for a in one] == [a["alt"] for a in two]
+
+
+def test_measured_roof_report(recordset, tmp_path, monkeypatch):
+    rf.write_measured_spec(tmp_path / "specs")
+    monkeypatch.setenv("SOLBENCH_SPECS", str(tmp_path / "specs"))
+    html = build_report(records_frame(recordset.dicts()), roof="measured", charts="none")
+    assert "against the <strong>measured</strong> roof" in html and "h100_sxm" not in html
+
+
+def test_write_report_and_cli(tmp_path, recordset):
+    f = recordset.write(tmp_path / "results" / "r.jsonl")
+    out = write_report([f], tmp_path / "out" / "report.html", problem="toy.*", charts="none")
+    assert out.is_file() and "toy.scan_fp32" in out.read_text()
+    res = CliRunner().invoke(app, ["report", str(f), "-o", str(tmp_path / "cli.html"), "--gpu", "h200_sxm",
+                                   "--problem", "toy.rmsnorm", "--charts", "png", "--title", "CLI"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "cli.html").read_text()
+    assert "<title>CLI</title>" in text and text.count("data:image/png") == 1
+
+
+def test_present_demo(tmp_path, capsys):
+    rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, with_measured=False)
+    rs.records = [r for r in rs.records if r.problem.startswith("toy.")]
+    f = rs.write(tmp_path / "r.jsonl")
+    paths = present_demo(f, tmp_path / "demo")
+    assert set(paths) == {"roofline", "report"}
+    assert paths["roofline"].read_bytes().startswith(b"\x89PNG")
+    assert "<h1>solbench report</h1>" in paths["report"].read_text()
+    out = capsys.readouterr().out
+    assert "Overall on h200_sxm" in out and str(paths["report"]) in out
