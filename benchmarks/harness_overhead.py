@@ -24,9 +24,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from solbench.api import DEMO_PROBLEMS, default_device, plan_run, run_plan
+from solbench.api import DEMO_PROBLEMS, plan_run, resolve_options, run_plan
 from solbench.data.record import ResultRecord
-from solbench.engine.runner import RunOptions
 
 GOAL_PROBLEMS, GOAL_CANDIDATES, GOAL_S = 40, 2, 600.0
 
@@ -73,18 +72,19 @@ def main() -> None:
     parser.add_argument("-o", "--output", default=None, help="JSON path (default results/harness_overhead_<device>.json)")
     args = parser.parse_args()
 
-    device = args.device or default_device()
-    cpu = not device.startswith("cuda")
+    options = resolve_options(device=args.device)
+    cpu = not options.device.startswith("cuda")
+    options = resolve_options(options, budget_s=args.budget or (0.2 if cpu else None))  # None: the run's default
+    device, budget = options.device, options.budget_s
     names = args.problems or list(DEMO_PROBLEMS[:3])
     plan = plan_run(names, smallest_workload=cpu and not args.all_workloads)
     for item in plan:
         eager_first = sorted(item.candidates, key=lambda c: (c.name != "torch_eager", c.name))
         item.candidates = eager_first[: args.candidates or (1 if cpu else GOAL_CANDIDATES)]
-    budget = args.budget or (0.2 if cpu else 1.0)
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = run_plan(plan, RunOptions(device=device, budget_s=budget), Path(tmp) / "records.jsonl", clock)
+        result = run_plan(plan, options, Path(tmp) / "records.jsonl", clock)
         total = time.perf_counter() - t0
 
     rows = clock.rows

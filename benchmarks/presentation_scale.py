@@ -110,14 +110,14 @@ def main() -> None:
         timed("  print as rich tables", lambda: print_leaderboard(lb, Console(file=io.StringIO(), width=120)), t)
         for fmt in ("markdown", "csv", "json", "html"):
             timed(f"  format {fmt}", lambda fmt=fmt: format_leaderboard(lb, fmt), t)
+        h200 = solbench.Selection(gpu="h200_sxm")
         timed("plot roofline (one GPU, every problem) PNG",
-              lambda: solbench.plot_roofline(df, tmp / "roofline.png", gpu="h200_sxm"), t)
-        timed("plot sol (one GPU, 5 problems) PNG",
-              lambda: solbench.plot_sol(df, tmp / "sol.png", gpu="h200_sxm",
-                                        problem=sorted(df["problem"].unique())[:5]), t)
+              lambda: solbench.plot_roofline(df, tmp / "roofline.png", h200), t)
+        five = solbench.Selection(gpu="h200_sxm", problem=sorted(df["problem"].unique())[:5])
+        timed("plot sol (one GPU, 5 problems) PNG", lambda: solbench.plot_sol(df, tmp / "sol.png", five), t)
         timed("report, no charts", lambda: solbench.write_report(df, tmp / "r0.html", charts="none"), t)
         timed("report, one GPU, SVG charts",
-              lambda: solbench.write_report(df, tmp / "r1.html", gpu="h200_sxm", workers=args.jobs), t)
+              lambda: solbench.write_report(df, tmp / "r1.html", h200, workers=args.jobs), t)
         timed("report, both GPUs, SVG charts",
               lambda: solbench.write_report(df, tmp / "r2.html", workers=args.jobs), t)
         sizes = {p.name: p.stat().st_size for p in tmp.glob("*.html")}

@@ -16,10 +16,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from solbench.api import default_device, plan_run, run_plan
+from solbench.api import plan_run, resolve_options, run_plan
 from solbench.data.problem import find_problems
 from solbench.data.results import read_records
-from solbench.engine.runner import RunOptions
 
 
 class LineProgress:
@@ -47,8 +46,8 @@ def main() -> int:
                     help="only each problem's smallest and largest workload (by bytes): a time-boxed sweep")
     ap.add_argument("--largest", action="store_true", help="only each problem's largest workload (by bytes)")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--timeout", type=float, default=120.0)
-    ap.add_argument("--device", default=None)
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per workload (default: solbench run's)")
+    ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available)")
     ap.add_argument("--resume", action="store_true",
                     help="skip the (problem, workload, candidate) triples the output file already has a record of")
     args = ap.parse_args()
@@ -82,7 +81,7 @@ def main() -> int:
     keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))
     n = sum(len(i.workloads) * len(i.candidates) for i in keep)
     print(f"{len(keep)} problems, {n} (workload, candidate) pairs", flush=True)
-    options = RunOptions(device=args.device or default_device(), budget_s=args.budget, timeout_s=args.timeout)
+    options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout)
     result = run_plan(keep, options, Path(args.output), LineProgress())
     counts = Counter(r.status for r in result.records)
     print("statuses:", dict(counts), "->", args.output, flush=True)

@@ -26,13 +26,14 @@ from solbench.data.roofline import (
 )
 from solbench.data.validate import validate_paths
 from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
+from solbench.worker.candidate import load_sibling  # for candidate files: load a file next to them
 
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
 
 
 # Presentation (results -> leaderboard, charts, report), also lazy: it pulls in pandas and matplotlib.
-_PRESENT_NAMES = {"load_results": "frame", "Leaderboard": "ranking", "leaderboard": "ranking",
+_PRESENT_NAMES = {"load_results": "frame", "Selection": "frame", "Leaderboard": "ranking", "leaderboard": "ranking",
                   "plot_roofline": "plots", "plot_sol": "plots", "write_report": "report"}
 
 
@@ -69,6 +70,7 @@ __all__ = [
     "find_problems",
     "list_specs",
     "load_problem",
+    "load_sibling",
     "load_spec",
     "problem_points",
     "sol",

@@ -1,11 +1,15 @@
 """The engine's public API: run candidates on problems, and the demo.
 
     import solbench
-    result = solbench.run_problems(["llama3_1_8b.attn_o_proj_residual"], ["my_kernel.py"], device="cuda")
+    options = solbench.RunOptions(device="cuda", budget_s=0.5)
+    result = solbench.run_problems(["llama3_1_8b.attn_o_proj_residual"], ["my_kernel.py"], options)
     for r in result.records:
         print(r.workload, r.status, r.time_s, r.sol)
 
-The CLI commands ``solbench run`` and ``solbench demo`` are thin layers over these functions.
+Every run setting is a field of :class:`~solbench.engine.options.RunOptions` (declared and validated
+there only); ``run_problems`` also takes them as keywords (``device="cuda"``), through the same
+validation. The CLI commands ``solbench run`` and ``solbench demo`` are thin layers over these
+functions.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import WorkloadCases
 from solbench.engine.evaluation import CandidateSlot
-from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner, RunOptions
+from solbench.engine.options import RunOptions, resolve_options
+from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
 from solbench.errors import ProblemError, SolbenchError
 from solbench.worker.candidate import describe_candidates, shipped_candidates
 
-__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_interleaved", "run_plan",
-           "run_problems"]
+__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "resolve_options", "run_interleaved",
+           "run_plan", "run_problems"]
 
 # The demo's problems, by name: the seed GEMM plus memory-bound ones, each skipped when absent.
 DEMO_PROBLEMS = (
@@ -43,18 +48,6 @@ DEMO_PROBLEMS = (
 CPU_DEMO_CANDIDATE = "torch_eager.py"
 DEMO_MAX_PROBLEMS = 4
 DEMO_CPU_BUDGET_S = 0.1
-# Most seconds to wait between interleaved items for the GPU's power and clocks to recover.
-DEFAULT_COOLDOWN_MAX_S = 10.0
-
-
-def default_device() -> str:
-    """cuda when torch sees a GPU, else cpu."""
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
 
 
 def default_output(kind: str = "runs") -> Path:
@@ -120,42 +113,30 @@ def plan_run(
 def run_problems(
     problems: Sequence[str | Path | Problem],
     solutions: Sequence[str | Path] | None = None,
+    options: RunOptions | None = None,
     *,
-    device: str | None = None,
-    gpu: str | None = None,
     output: str | Path | None = None,
-    timeout_s: float = 120.0,
-    compile_timeout_s: float = 600.0,
-    budget_s: float = 1.0,
-    rounds: int = 3,
-    seed: int | None = None,
     workloads: Sequence[str] = (),
     smallest_workload: bool = False,
-    timing_method: str = "auto",
-    workers_ahead: int | None = None,
     progress: Progress | None = None,
-    interleave: int = 0,
-    cooldown_max_s: float = DEFAULT_COOLDOWN_MAX_S,
+    **settings: Any,
 ) -> RunResult:
     """Check, time and score candidates on problems; append one record per (candidate, workload).
 
-    With ``interleave=N`` the candidates run A, B, A, B, ... N rounds per workload instead (see
-    :func:`run_interleaved`): N records per (candidate, workload).
+    ``options`` holds the run's settings (default: all defaults); ``settings`` are RunOptions fields
+    given as keywords (``device="cpu"``, ``budget_s=0.1``), put on top of it and validated the same way
+    (a setting given as None is not given). With ``interleave=N`` the candidates run A, B, A, B, ... N
+    rounds per workload instead (see :func:`run_interleaved`): N records per (candidate, workload).
     """
-    options = RunOptions(device=device or default_device(), gpu=gpu, timeout_s=timeout_s,
-                         compile_timeout_s=compile_timeout_s, budget_s=budget_s, rounds=rounds, seed=seed,
-                         timing_method=timing_method)
-    if workers_ahead is not None:
-        options.workers_ahead = workers_ahead
+    options = resolve_options(options, **settings)
     plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload)
-    out = Path(output) if output else default_output()
-    if interleave:
-        return run_interleaved(plan, options, out, interleave, cooldown_max_s, progress)
-    return run_plan(plan, options, out, progress)
+    return run_plan(plan, options, Path(output) if output else default_output(), progress)
 
 
 def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: Progress | None = None) -> RunResult:
-    """Run a resolved plan (see :func:`plan_run`) with explicit options."""
+    """Run a resolved plan (see :func:`plan_run`) with explicit options (interleaved when they say so)."""
+    if options.interleave:
+        return run_interleaved(plan, options, output, progress)
     runner = Runner(options, output, progress or NullProgress())
     records = runner.run(plan)
     return RunResult(records, output, runner.run_id, runner.spec.id, options.device)
@@ -200,19 +181,19 @@ def _cooldown(device: str, max_wait_s: float) -> dict[str, Any]:
     return cooldown(max_wait_s, device_index=torch.cuda.current_device())
 
 
-def run_interleaved(plan: list[PlanItem], options: RunOptions, output: Path, rounds: int,
-                    cooldown_max_s: float = DEFAULT_COOLDOWN_MAX_S, progress: Progress | None = None) -> RunResult:
-    """Per problem and workload, run the candidates A, B, A, B, ... ``rounds`` times, one fresh worker
-    per item, waiting for the GPU to cool down between items, so that power history (compute-bound
-    times drift +-15% with it) does not favour whichever candidate runs second.
+def run_interleaved(plan: list[PlanItem], options: RunOptions, output: Path,
+                    progress: Progress | None = None) -> RunResult:
+    """Per problem and workload, run the candidates A, B, A, B, ... ``options.interleave`` times, one
+    fresh worker per item, waiting (at most ``options.cooldown_max_s``) for the GPU to cool down
+    between items, so that power history (compute-bound times drift +-15% with it) does not favour
+    whichever candidate runs second.
 
     One runner serves every item: one run id and one base seed, so every round sees the same inputs.
     Each record is appended as soon as it is made, tagged ``timing["interleave"]``.
     """
+    rounds, cooldown_max_s = options.interleave, options.cooldown_max_s
     if rounds < 1:
         raise SolbenchError(f"--interleave {rounds}: give the number of A, B, ... rounds (1 or more)")
-    if cooldown_max_s < 0:
-        raise SolbenchError(f"--cooldown {cooldown_max_s}: give the most seconds to wait, 0 or more")
     progress = progress or NullProgress()
     runner = _TaggingRunner(options, output, _OneTotal(progress))
     progress.begin(rounds * sum(len(item.workloads) * len(item.candidates) for item in plan))
@@ -260,14 +241,16 @@ def demo(
     device: str | None = None,
     output: str | Path | None = None,
     *,
-    gpu: str | None = None,
+    options: RunOptions | None = None,
     problems_dir: Path | None = None,
-    budget_s: float | None = None,
     progress: Progress | None = None,
+    **settings: Any,
 ) -> DemoResult:
     """A few problems with their shipped candidates: on the CPU the smallest workload of each and a
-    short timing budget (a couple of minutes in all); on CUDA every workload."""
-    device = device or default_device()
+    short timing budget unless one is given (a couple of minutes in all); on CUDA every workload.
+    ``options`` and ``settings`` (``gpu="h200_sxm"``, ...) as for :func:`run_problems`."""
+    options = resolve_options(options, device=device, **settings)
+    device = options.device
     files, missing = demo_problems(problems_dir)
     if not files:
         raise SolbenchError(f"none of the demo problems ({', '.join(DEMO_PROBLEMS)}) were found: run from the "
@@ -284,6 +267,7 @@ def demo(
                 notes.append(f"{item.problem.name}: no {CPU_DEMO_CANDIDATE}, skipped on the CPU")
         plan = [item for item in plan if item.candidates]
     out = Path(output) if output else default_output("demo")
-    options = RunOptions(device=device, gpu=gpu, budget_s=budget_s or (DEMO_CPU_BUDGET_S if cpu else 1.0))
+    if cpu and "budget_s" not in options.model_fields_set:
+        options = resolve_options(options, budget_s=DEMO_CPU_BUDGET_S)
     run = run_plan(plan, options, out, progress)
     return DemoResult(out, run, [item.problem.name for item in plan], missing, notes)

@@ -1,4 +1,4 @@
-"""Number formatting shared by the terminal, the report, the charts and the roll-up docs."""
+"""Number formatting shared by the terminal, the leaderboard, the report, the charts and the roll-up docs."""
 
 from __future__ import annotations
 
@@ -18,3 +18,18 @@ def si(x: float | None, unit: str = "", digits: int = 3) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.{digits}g} {prefix}{unit}".strip()
     return f"{x / 1e-9:.{digits}g} n{unit}".strip()
+
+
+SOL_DIGITS = 3  # significant digits of a SOL wherever one is shown
+
+
+def sol_text(x: float | None) -> str:
+    """A SOL as a fraction of the speed of light, three significant digits, never an exponent:
+    0.812, 1.00, 0.0500, 0.00123; '-' for a missing or non-finite value."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return "0"
+    rounded = float(f"{x:.{SOL_DIGITS}g}")  # 0.09996 -> 0.1, so it prints 0.100 and not 0.1000
+    decimals = max(0, SOL_DIGITS - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{decimals}f}"

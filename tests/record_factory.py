@@ -202,3 +202,19 @@ class HtmlPage(HTMLParser):
 
     def all(self, tag: str) -> list[dict[str, str | None]]:
         return [a for t, a in self.tags if t == tag]
+
+
+def expected_sol(x: float) -> str:
+    """How a SOL must read everywhere: three significant digits written out, never an exponent.
+
+    Built from Python's e-format digits (not from the code under test): 8.12e-01 -> 0.812,
+    1.10e-05 -> 0.0000110, 1.23e+01 -> 12.3, 1.00e+03 -> 1000.
+    """
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    digits, e = mantissa.replace(".", ""), int(exponent)
+    if e < 0:
+        return "0." + "0" * (-e - 1) + digits
+    whole = e + 1
+    return digits[:whole] + "0" * (whole - len(digits)) + ("." + digits[whole:] if whole < len(digits) else "")

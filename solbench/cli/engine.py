@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -14,6 +15,9 @@ from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time
 from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import sol as sol_fraction
+from solbench.engine.options import GUARDS_OFF_FLAG
+from solbench.units import sol_text
 
 _STATUS_STYLE = {
     Status.PASSED.value: "green",
@@ -71,8 +75,7 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            sol = "-" if r.sol is None else f"{r.sol:.1%}" if r.sol >= 1e-3 else f"{r.sol:.2g}"
-            cells = [r.workload, r.solution, f"[{style}]{r.status}[/]", fmt_time(r.time_s), sol, r.bound,
+            cells = [r.workload, r.solution, f"[{style}]{r.status}[/]", fmt_time(r.time_s), sol_text(r.sol), r.bound,
                      _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
             table.add_row(*cells, *([(r.reason or "")[:200]] if reasons else []))
         tables.append(table)
@@ -96,10 +99,10 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
             passed = [r for r in rounds if r.status == Status.PASSED.value and r.time_s]
             style = "green" if len(passed) == len(rounds) else "red"
             median = statistics.median(r.time_s for r in passed) if passed else None
-            sol = passed[0].t_ideal_s / median if median and passed[0].t_ideal_s else None  # SOL at the median
+            sol = sol_fraction(passed[0].t_ideal_s, median) if median and passed[0].t_ideal_s else None  # at the median
             spread = (max(r.time_s for r in passed) - min(r.time_s for r in passed)) / median if median else None
             table.add_row(workload, candidate, f"[{style}]{len(passed)}/{len(rounds)}[/]", fmt_time(median),
-                          "-" if sol is None else f"{sol:.1%}" if sol >= 1e-3 else f"{sol:.2g}",
+                          sol_text(sol),
                           "-" if spread is None else f"{spread:.1%}",
                           " ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds))
         tables.append(table)
@@ -125,44 +128,51 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
         raise typer.Exit(1)
 
 
+def _setting(name: str, *flags: str, **kw: Any) -> Any:
+    """A typer option for a RunOptions field: its default and help are the model's (declared there only)."""
+    field = api.RunOptions.model_fields[name]
+    default = None if field.default_factory is not None else field.default  # computed: its help says how
+    return typer.Option(default, *flags, help=kw.pop("help", field.description), **kw)
+
+
 @app.command()
 def run(
     problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
     solution: list[Path] = typer.Option(None, "--solution", "-s",
                                         help="candidate .py file (repeatable); default: the problem's solutions/*.py"),
-    device: str = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)"),
-    gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against (default: detected on CUDA, "
-                                                "a built-in upper-bound estimate on the CPU)"),
+    device: str = _setting("device", "--device"),
+    gpu: str = _setting("gpu", "--gpu"),
     output: Path = typer.Option(None, "-o", "--output",
                                 help="JSONL file to append to (default results/runs/<date>.jsonl)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
-    timeout: float = typer.Option(120.0, "--timeout",
-                                  help="seconds per workload and candidate before the worker is killed"),
-    compile_timeout: float = typer.Option(600.0, "--compile-timeout",
-                                          help="seconds for importing a candidate, and for its first call"),
+    timeout: float = _setting("timeout_s", "--timeout"),
+    compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
-    seed: int = typer.Option(None, "--seed", help="base seed of the inputs (default: random, kept secret)"),
-    budget: float = typer.Option(1.0, "--budget", help="timing budget per workload, seconds"),
-    rounds: int = typer.Option(3, "--rounds", help="correctness rounds per workload (>= 3), fresh inputs each"),
-    timing_method: str = typer.Option("auto", "--timing-method", help="auto, events, graph (CUDA) or cpu"),
-    workers_ahead: int = typer.Option(None, "--workers-ahead",
-                                      help="workers started in the background ahead of use (default: by core count)"),
-    interleave: int = typer.Option(0, "--interleave", help="run the candidates A, B, A, B, ... N rounds per "
-                                   "workload, a record each, so power history does not pick the winner (0: off)"),
-    cooldown: float = typer.Option(api.DEFAULT_COOLDOWN_MAX_S, "--cooldown",
-                                   help="with --interleave: most seconds to wait between items for the GPU's "
-                                        "power and clocks to recover"),
+    seed: int = _setting("seed", "--seed"),
+    budget: float = _setting("budget_s", "--budget"),
+    rounds: int = _setting("rounds", "--rounds"),
+    timing_method: str = _setting("timing_method", "--timing-method"),
+    workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
+    interleave: int = _setting("interleave", "--interleave"),
+    cooldown: float = _setting("cooldown_max_s", "--cooldown"),
+    guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
+                            f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
+    options = api.resolve_options(
+        device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
+        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
+        cooldown_max_s=cooldown, guards=guards,
+    )
+    if not options.guards:
+        err_console.print(f"[yellow]warning:[/] guards off (--no-guards): engine-only checks, every record is flagged "
+                          f"{GUARDS_OFF_FLAG}; never use this for untrusted code", highlight=False)
     with RichProgress(enabled=not quiet) as progress:
-        result = api.run_problems(
-            problems, solution or None, device=device, gpu=gpu, output=output, timeout_s=timeout,
-            compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds, seed=seed, workloads=workload or (),
-            timing_method=timing_method, workers_ahead=workers_ahead, progress=progress,
-            interleave=interleave, cooldown_max_s=cooldown,
-        )
-    _finish(result.records, result.output, result.spec_id, result.device, as_json, interleaved=interleave > 0)
+        result = api.run_problems(problems, solution or None, options, output=output, workloads=workload or (),
+                                  progress=progress)
+    _finish(result.records, result.output, result.spec_id, result.device, as_json,
+            interleaved=options.interleave > 0)
 
 
 @app.command()

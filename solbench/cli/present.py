@@ -1,12 +1,17 @@
 """Commands over result records: leaderboard, plot (roofline, sol), report.
 
+Each reads its files once (``_load``) and builds one Selection from the filter flags (``selecting``).
 pandas and matplotlib are imported inside the commands, so other commands start without them.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
@@ -15,6 +20,9 @@ from solbench.cli._app import app
 from solbench.cli._common import console, err_console
 from solbench.errors import SolbenchError
 from solbench.present.markup import one_line
+
+if TYPE_CHECKING:
+    from solbench.present.frame import Selection
 
 plot_app = typer.Typer(help="Charts of result records (PNG, SVG or PDF by the output's suffix).",
                        no_args_is_help=True)
@@ -39,12 +47,34 @@ class ChartFormat(str, Enum):
 
 
 RESULTS_ARG = typer.Argument(None, help="result files (.jsonl) or folders of them [default: results/]")
-PROBLEM_OPT = typer.Option(None, "--problem", help="problem name or glob (llama3_1_8b.*); repeatable")
-GPU_OPT = typer.Option(None, "--gpu", help="spec id (h200_sxm) or part of the device name; repeatable")
-TAG_OPT = typer.Option(None, "--tag", help="keep problems with this tag; repeatable")
-CANDIDATE_OPT = typer.Option(None, "--candidate", help="candidate name or glob; repeatable")
-ROOF_OPT = typer.Option(None, "--roof", help="datasheet or measured: the roof SOL is computed against [default: "
-                                             "datasheet when present]; never both at once")
+# The filter flags, declared once: every results command takes them (see ``selecting``) as one Selection.
+FILTERS: dict[str, tuple[Any, Any]] = {
+    "problem": (list[str], typer.Option(None, "--problem", help="problem name or glob (llama3_1_8b.*); repeatable")),
+    "gpu": (list[str], typer.Option(None, "--gpu", help="spec id (h200_sxm) or part of the device name; repeatable")),
+    "tag": (list[str], typer.Option(None, "--tag", help="keep problems with this tag; repeatable")),
+    "candidate": (list[str], typer.Option(None, "--candidate", help="candidate name or glob; repeatable")),
+    "roof": (str, typer.Option(None, "--roof", help="datasheet or measured: the roof SOL is computed against "
+                                                     "[default: datasheet when present]; never both at once")),
+}
+
+
+def selecting(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the filter flags added to its options; it receives them as ``selection``."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "selection"]
+    flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+             for name, (kind, option) in FILTERS.items()]
+
+    @functools.wraps(command)
+    def with_selection(**kwargs: Any) -> None:
+        from solbench.present.frame import Selection
+
+        selection = Selection(**{name: kwargs.pop(name) for name in FILTERS})
+        command(**kwargs, selection=selection)
+
+    with_selection.__signature__ = inspect.Signature([*own, *flags])  # type: ignore[attr-defined]
+    with_selection.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "selection"},
+                                      **{name: kind for name, (kind, _) in FILTERS.items()}}
+    return with_selection
 
 
 def _load(paths: list[Path] | None):
@@ -70,22 +100,19 @@ def _done(what: str, path: Path) -> None:
 
 
 @app.command()
+@selecting
 def leaderboard(
     results: list[Path] = RESULTS_ARG,
     fmt: BoardFormat = typer.Option(BoardFormat.table, "--format", "-f", help="output format"),
     output: Path = typer.Option(None, "--output", "-o", help="write to this file instead of the terminal"),
-    problem: list[str] = PROBLEM_OPT,
-    gpu: list[str] = GPU_OPT,
-    tag: list[str] = TAG_OPT,
-    candidate: list[str] = CANDIDATE_OPT,
-    roof: str = ROOF_OPT,
+    *,
+    selection: Selection,
 ) -> None:
     """Rank candidates per problem and GPU (workloads passed, then geomean SOL), and overall."""
     from solbench.present.leaderboard import format_leaderboard, print_leaderboard
     from solbench.present.ranking import leaderboard as build_leaderboard
 
-    lb = build_leaderboard(_load(results), problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                           roof=roof)
+    lb = build_leaderboard(_load(results), selection)
     if fmt == BoardFormat.table and output is None:
         print_leaderboard(lb, console)
         return
@@ -104,21 +131,17 @@ def _plot_command(kind: str, what: str, doc: str) -> None:
     def command(
         results: list[Path] = RESULTS_ARG,
         output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
-        problem: list[str] = PROBLEM_OPT,
-        gpu: list[str] = GPU_OPT,
-        tag: list[str] = TAG_OPT,
-        candidate: list[str] = CANDIDATE_OPT,
-        roof: str = ROOF_OPT,
         title: str = typer.Option(None, "--title", help="chart title [default: what and on which GPU]"),
+        *,
+        selection: Selection,
     ) -> None:
         from solbench.present import plots
 
         plot = getattr(plots, f"plot_{kind}")
-        _done(what, plot(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                         roof=roof, title=title))
+        _done(what, plot(_load(results), output, selection, title=title))
 
     command.__doc__ = doc
-    plot_app.command(kind)(command)
+    plot_app.command(kind)(selecting(command))
 
 
 _plot_command("roofline", "roofline",
@@ -128,23 +151,20 @@ _plot_command("sol", "SOL chart",
 
 
 @app.command()
+@selecting
 def report(
     results: list[Path] = RESULTS_ARG,
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="the HTML file to write"),
-    problem: list[str] = PROBLEM_OPT,
-    gpu: list[str] = GPU_OPT,
-    tag: list[str] = TAG_OPT,
-    candidate: list[str] = CANDIDATE_OPT,
-    roof: str = ROOF_OPT,
     title: str = typer.Option(None, "--title", help="page title"),
     charts: ChartFormat = typer.Option(ChartFormat.svg, "--charts", help="inline charts as svg, png, or none"),
     jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="processes drawing charts [default: per CPU]"),
+    *,
+    selection: Selection,
 ) -> None:
     """One self-contained HTML page: leaderboard, a section per problem, environment, failures."""
     from solbench.present.report import write_report
 
-    paths = results or [DEFAULT_RESULTS]
-    path = write_report(_load(results), output, problem=problem, gpu=gpu, tag=tag, candidate=candidate,
-                        roof=roof, title=title, charts=charts.value, workers=jobs,
-                        sources=[str(p) for p in paths])
+    sources = [str(p) for p in results or [DEFAULT_RESULTS]]
+    path = write_report(_load(results), output, selection, title=title, charts=charts.value, workers=jobs,
+                        sources=sources)
     _done("report", path)

@@ -19,14 +19,8 @@ ITEMSIZE: dict[str, int] = {
     "bool": 1,
 }
 DTYPES = tuple(ITEMSIZE)
-FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 # Keys a spec file's peak_flops may have: the dtypes that have an arithmetic rate, plus tf32.
 PEAK_KEYS = ("float64", "float32", "tf32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8")
-
-
-def itemsize(name: str) -> int:
-    return ITEMSIZE[name]
 
 
 def torch_dtype(name: str) -> Any:
@@ -34,7 +28,3 @@ def torch_dtype(name: str) -> Any:
     import torch
 
     return getattr(torch, name)
-
-
-def is_float(name: str) -> bool:
-    return name in FLOAT_DTYPES

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from solbench.data.dtypes import PEAK_KEYS
 from solbench.data.library import spec_dirs
-from solbench.data.yamlio import YamlError, read_yaml_mapping
-from solbench.errors import SpecError, validation_lines
+from solbench.data.yamlio import checked_model, read_yaml_file
+from solbench.errors import SpecError
 
 _ID_RE = re.compile(r"^[a-z0-9_\-]+$")
 NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz")
@@ -116,25 +116,13 @@ def _spec_errors(spec: HardwareSpec) -> list[str]:
 
 
 def spec_from_dict(data: dict[str, Any], path: Path | None = None) -> HardwareSpec:
-    label = str(path) if path else "<spec>"
-    try:
-        spec = HardwareSpec.model_validate(data)
-    except ValidationError as err:
-        raise SpecError([f"{label}: {line}" for line in validation_lines(err, "spec")]) from None
-    spec._path = path.resolve() if path else None
-    errs = _spec_errors(spec)
-    if errs:
-        raise SpecError([f"{label}: {e}" for e in errs])
-    return spec
+    """Build and fully check a spec from a mapping. Raises SpecError with 'file: key: why' lines."""
+    return checked_model(HardwareSpec, data, path, "spec", SpecError, _spec_errors)
 
 
 def load_spec_file(path: str | Path) -> HardwareSpec:
     path = Path(path)
-    try:
-        data = read_yaml_mapping(path)
-    except YamlError as err:
-        raise SpecError(f"{path}: {err}") from None
-    return spec_from_dict(data, path)
+    return spec_from_dict(read_yaml_file(path, SpecError), path)
 
 
 def list_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:
@@ -176,3 +164,13 @@ def detect_spec(device_name: str, spec_dir: str | Path | None = None) -> Hardwar
         raise SpecError(f"no spec matches device {device_name!r}: pass --gpu ID (see `solbench specs`) "
                         "or add a file to hardware_specs/ with a `match` entry for it")
     return best[1]
+
+
+def measured_refinement(spec: HardwareSpec, spec_dir: str | Path | None = None) -> HardwareSpec | None:
+    """The measured spec (``solbench calibrate``, under ``measured/`` of a spec folder) that refines a
+    datasheet spec, newest first; the spec itself when it is measured; None when there is none."""
+    if spec.kind == "measured":
+        return spec
+    found = [load_spec_file(f) for d in spec_dirs(spec_dir) for f in sorted((Path(d) / "measured").glob("*.yaml"))]
+    mine = [s for s in found if s.kind == "measured" and s.based_on == spec.id]
+    return max(mine, key=lambda s: s.measured.timestamp if s.measured else "", default=None)

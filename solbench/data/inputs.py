@@ -21,17 +21,31 @@ if TYPE_CHECKING:  # a type only: problem.py imports this module for `flops: aut
     from solbench.data.problem import Problem
 
 
-def load_module(path: Path, name_hint: str = "ref") -> Any:
-    """Import a Python file under a unique module name."""
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    mod_name = f"_solbench_{name_hint}_{digest}"
+def module_name(prefix: str, path: Path) -> str:
+    """A module name unique to a file: ``prefix`` + a digest of its path."""
+    return f"{prefix}{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+
+
+def import_file(path: Path, mod_name: str) -> Any:
+    """Import a Python file as module ``mod_name`` (registered in sys.modules); ImportError if it is
+    not a Python module. What the file itself raises propagates."""
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
-        raise ProblemError([f"{path}: cannot be imported"])
+        raise ImportError(f"{path.name} cannot be imported as a Python module")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_module(path: Path, name_hint: str = "ref") -> Any:
+    """Import a problem's Python file (reference, generator) under a unique module name."""
+    try:
+        return import_file(path, module_name(f"_solbench_{name_hint}_", path.resolve()))
+    except ImportError as err:
+        if err.name is not None:  # an import inside the file failed: the file's own error
+            raise
+        raise ProblemError([f"{path}: cannot be imported"]) from None
 
 
 def load_reference(problem: Problem) -> Callable[..., Any]:

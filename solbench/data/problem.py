@@ -9,16 +9,17 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from solbench.data import expr as _expr
 from solbench.data.dtypes import DTYPES, ITEMSIZE, PEAK_KEYS
-from solbench.data.yamlio import YamlError, read_yaml_mapping
-from solbench.errors import ExpressionError, ProblemError, validation_lines
+from solbench.data.yamlio import checked_model, read_yaml_file
+from solbench.errors import ExpressionError, ProblemError
 
 Scalar = int | float | bool
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
@@ -243,118 +244,189 @@ def _as_size(value: float, what: str) -> int:
 
 def _check_semantics(p: Problem) -> list[str]:
     """Checks that need more than one field. Returns 'key: reason' lines."""
-    errs: list[str] = []
-    if not _NAME_RE.match(p.name):
-        errs.append(f"name: {p.name!r} must look like <family>.<op> (letters, digits, _ - .)")
-    axis_names = set(p.axes)
+    errs = [line for check in _FORM_CHECKS for line in check(p)]
+    # Shapes and formulas are evaluated only once everything is well-formed.
+    return errs or _check_evaluation(p)
+
+
+def _unknown_names(where: str, text: str | int | float, known: set[str],
+                   describe: Callable[[list[str]], str] = lambda names: f"unknown names {names}") -> list[str]:
+    """An expression that does not parse, or that refers to names not in ``known``."""
+    try:
+        unknown = _expr.names(text) - known
+    except ExpressionError as e:
+        return [f"{where}: {e}"]
+    return [f"{where}: {describe(sorted(unknown))}"] if unknown else []
+
+
+def _check_name(p: Problem) -> list[str]:
+    if _NAME_RE.match(p.name):
+        return []
+    return [f"name: {p.name!r} must look like <family>.<op> (letters, digits, _ - .)"]
+
+
+def _check_axes(p: Problem) -> list[str]:
+    errs = []
     for n, a in p.axes.items():
         if not _IDENT_RE.match(n):
             errs.append(f"axes.{n}: axis names must be identifiers")
-        if a.type == "const":
-            if a.value is None:
-                errs.append(f"axes.{n}: a const axis needs a value")
-            elif a.value <= 0:
-                errs.append(f"axes.{n}.value: {a.value} must be a positive integer")
-            if a.expr is not None:
-                errs.append(f"axes.{n}.expr: only expr axes have an expr")
-        elif a.type == "var":
-            if a.value is not None or a.expr is not None:
-                errs.append(f"axes.{n}: a var axis takes its value from each workload, not value/expr")
-        else:
-            if a.expr is None:
-                errs.append(f"axes.{n}: an expr axis needs an expr")
-            else:
-                try:
-                    unknown = _expr.names(a.expr) - axis_names
-                    if unknown:
-                        errs.append(f"axes.{n}.expr: unknown names {sorted(unknown)}")
-                except ExpressionError as e:
-                    errs.append(f"axes.{n}.expr: {e}")
+        errs.extend(_AXIS_CHECKS[a.type](n, a, set(p.axes)))
+    return errs
+
+
+def _check_const_axis(n: str, a: Axis, axis_names: set[str]) -> list[str]:
+    errs = []
+    if a.value is None:
+        errs.append(f"axes.{n}: a const axis needs a value")
+    elif a.value <= 0:
+        errs.append(f"axes.{n}.value: {a.value} must be a positive integer")
+    if a.expr is not None:
+        errs.append(f"axes.{n}.expr: only expr axes have an expr")
+    return errs
+
+
+def _check_var_axis(n: str, a: Axis, axis_names: set[str]) -> list[str]:
+    if a.value is not None or a.expr is not None:
+        return [f"axes.{n}: a var axis takes its value from each workload, not value/expr"]
+    return []
+
+
+def _check_expr_axis(n: str, a: Axis, axis_names: set[str]) -> list[str]:
+    if a.expr is None:
+        return [f"axes.{n}: an expr axis needs an expr"]
+    return _unknown_names(f"axes.{n}.expr", a.expr, axis_names)
+
+
+_AXIS_CHECKS: dict[str, Callable[[str, Axis, set[str]], list[str]]] = {
+    "const": _check_const_axis, "var": _check_var_axis, "expr": _check_expr_axis,
+}
+
+
+def _check_test_axes(p: Problem) -> list[str]:
+    errs = []
     for a, v in p.test_axes.items():
         if a not in p.axes or p.axes[a].type == "expr":
             errs.append(f"test_axes.{a}: not a const or var axis")
         elif isinstance(v, bool) or v <= 0:
             errs.append(f"test_axes.{a}: {v} must be a positive integer")
+    return errs
+
+
+def _check_unique_tensor_names(p: Problem) -> list[str]:
     in_out = set(p.inputs) & set(p.outputs)
-    if in_out:
-        errs.append(f"outputs: names {sorted(in_out)} are also inputs; names must be unique")
-    for section, tensors in (("inputs", p.inputs), ("outputs", p.outputs)):
-        for tn, t in tensors.items():
-            if not _IDENT_RE.match(tn):
-                errs.append(f"{section}.{tn}: names must be Python identifiers (they are run()'s arguments)")
-            if t.shape is None:
-                if section == "outputs":
-                    errs.append(f"outputs.{tn}.shape: outputs must be tensors (shape null is for scalar inputs)")
-                elif t.value is None:
-                    errs.append(f"inputs.{tn}.value: a scalar input (shape null) needs a value")
-                continue
-            if t.value is not None:
-                errs.append(f"{section}.{tn}.value: only scalars (shape null) have a value")
-            for i, d in enumerate(t.shape):
-                if isinstance(d, bool):
-                    errs.append(f"{section}.{tn}.shape[{i}]: {d!r} is not a size")
-                elif isinstance(d, int):
-                    if d <= 0:
-                        errs.append(f"{section}.{tn}.shape[{i}]: {d} must be a positive integer")
-                else:
-                    try:
-                        unknown = _expr.names(d) - axis_names
-                        if unknown:
-                            errs.append(f"{section}.{tn}.shape[{i}]: unknown axis {', '.join(sorted(unknown))} "
-                                        f"(declare it under axes)")
-                    except ExpressionError as e:
-                        errs.append(f"{section}.{tn}.shape[{i}]: {e}")
-            if t.inplace_of is not None:
-                if section != "outputs":
-                    errs.append(f"inputs.{tn}.inplace_of: only outputs can be written in place")
-                elif t.inplace_of not in p.inputs:
-                    errs.append(f"outputs.{tn}.inplace_of: {t.inplace_of!r} is not an input")
-    if p.compute_dtype not in PEAK_KEYS:
-        errs.append(f"compute_dtype: {p.compute_dtype!r} is not a peak key ({', '.join(PEAK_KEYS)})")
-    for key in ("flops", "bytes"):
-        val = getattr(p, key)
-        if val == "auto":
-            continue
-        try:
-            unknown = _expr.names(val) - axis_names
-            if unknown:
-                errs.append(f"{key}: unknown names {sorted(unknown)}")
-        except ExpressionError as e:
-            errs.append(f"{key}: {e}")
+    return [f"outputs: names {sorted(in_out)} are also inputs; names must be unique"] if in_out else []
+
+
+def _check_tensors(p: Problem) -> list[str]:
+    return [line for section, tensors in (("inputs", p.inputs), ("outputs", p.outputs))
+            for tn, t in tensors.items() for line in _check_tensor(p, section, tn, t)]
+
+
+def _check_tensor(p: Problem, section: str, tn: str, t: TensorSpec) -> list[str]:
+    errs = []
+    if not _IDENT_RE.match(tn):
+        errs.append(f"{section}.{tn}: names must be Python identifiers (they are run()'s arguments)")
+    if t.shape is None:
+        return errs + _check_scalar(section, tn, t)
+    if t.value is not None:
+        errs.append(f"{section}.{tn}.value: only scalars (shape null) have a value")
+    for i, d in enumerate(t.shape):
+        errs.extend(_check_dim(f"{section}.{tn}.shape[{i}]", d, set(p.axes)))
+    return errs + _check_inplace(p, section, tn, t)
+
+
+def _check_scalar(section: str, tn: str, t: TensorSpec) -> list[str]:
+    if section == "outputs":
+        return [f"outputs.{tn}.shape: outputs must be tensors (shape null is for scalar inputs)"]
+    if t.value is None:
+        return [f"inputs.{tn}.value: a scalar input (shape null) needs a value"]
+    return []
+
+
+def _check_dim(where: str, d: int | str, axis_names: set[str]) -> list[str]:
+    if isinstance(d, bool):
+        return [f"{where}: {d!r} is not a size"]
+    if isinstance(d, int):
+        return [f"{where}: {d} must be a positive integer"] if d <= 0 else []
+    return _unknown_names(where, d, axis_names,
+                          lambda names: f"unknown axis {', '.join(names)} (declare it under axes)")
+
+
+def _check_inplace(p: Problem, section: str, tn: str, t: TensorSpec) -> list[str]:
+    if t.inplace_of is None:
+        return []
+    if section != "outputs":
+        return [f"inputs.{tn}.inplace_of: only outputs can be written in place"]
+    if t.inplace_of not in p.inputs:
+        return [f"outputs.{tn}.inplace_of: {t.inplace_of!r} is not an input"]
+    return []
+
+
+def _check_compute_dtype(p: Problem) -> list[str]:
+    if p.compute_dtype in PEAK_KEYS:
+        return []
+    return [f"compute_dtype: {p.compute_dtype!r} is not a peak key ({', '.join(PEAK_KEYS)})"]
+
+
+def _check_formulas(p: Problem) -> list[str]:
+    """``flops`` and ``bytes``: 'auto' or an expression over the axes."""
+    return [line for key in ("flops", "bytes") if getattr(p, key) != "auto"
+            for line in _unknown_names(key, getattr(p, key), set(p.axes))]
+
+
+def _check_workloads(p: Problem) -> list[str]:
+    errs: list[str] = []
     seen: set[str] = set()
-    var = set(p.var_axes)
     for i, w in enumerate(p.workloads):
         where = f"workloads[{i}] ({w.name})"
         if w.name in seen:
             errs.append(f"{where}.name: duplicate workload name")
         seen.add(w.name)
-        for a in sorted(var - w.axes.keys()):
-            errs.append(f"{where}.axes: var axis {a!r} has no value")
-        for a, v in w.axes.items():
-            if a not in var:
-                kind = p.axes[a].type if a in p.axes else "unknown"
-                errs.append(f"{where}.axes.{a}: not a var axis ({kind}); workloads set var axes only")
-            elif isinstance(v, bool) or v <= 0:
-                errs.append(f"{where}.axes.{a}: {v} must be a positive integer")
-    for key, ref in (("reference", p.reference), ("input_generator", p.input_generator)):
-        if ref is None:
-            continue
-        errs.extend(_check_reference(p, key, ref))
-    if errs:
-        return errs
-    # Everything is well-formed: evaluate shapes and formulas for every workload.
-    for i, w in enumerate(p.workloads):
-        where = f"workloads[{i}] ({w.name})"
-        try:
-            env = p.resolve_axes(w)
-            for tn in [*p.inputs, *p.outputs]:
-                p.shape(tn, env)
-            for key in ("flops", "bytes"):
-                val = getattr(p, key)
-                if val != "auto" and _expr.evaluate(val, env) < 0:
-                    errs.append(f"{where}: {key} is negative")
-        except (ExpressionError, ProblemError) as e:
-            errs.append(f"{where}: {e}")
+        errs.extend(_check_workload_axes(p, where, w))
+    return errs
+
+
+def _check_workload_axes(p: Problem, where: str, w: Workload) -> list[str]:
+    var = set(p.var_axes)
+    errs = [f"{where}.axes: var axis {a!r} has no value" for a in sorted(var - w.axes.keys())]
+    for a, v in w.axes.items():
+        if a not in var:
+            kind = p.axes[a].type if a in p.axes else "unknown"
+            errs.append(f"{where}.axes.{a}: not a var axis ({kind}); workloads set var axes only")
+        elif isinstance(v, bool) or v <= 0:
+            errs.append(f"{where}.axes.{a}: {v} must be a positive integer")
+    return errs
+
+
+def _check_references(p: Problem) -> list[str]:
+    return [line for key, ref in (("reference", p.reference), ("input_generator", p.input_generator))
+            if ref is not None for line in _check_reference(p, key, ref)]
+
+
+# The well-formedness rules, in the order their errors are reported.
+_FORM_CHECKS: tuple[Callable[[Problem], list[str]], ...] = (
+    _check_name, _check_axes, _check_test_axes, _check_unique_tensor_names, _check_tensors,
+    _check_compute_dtype, _check_formulas, _check_workloads, _check_references,
+)
+
+
+def _check_evaluation(p: Problem) -> list[str]:
+    """Every workload's axes, shapes and formulas evaluate (sizes positive, flops and bytes not negative)."""
+    return [line for i, w in enumerate(p.workloads) for line in _evaluate_workload(p, f"workloads[{i}] ({w.name})", w)]
+
+
+def _evaluate_workload(p: Problem, where: str, w: Workload) -> list[str]:
+    errs = []
+    try:
+        env = p.resolve_axes(w)
+        for tn in [*p.inputs, *p.outputs]:
+            p.shape(tn, env)
+        for key in ("flops", "bytes"):
+            val = getattr(p, key)
+            if val != "auto" and _expr.evaluate(val, env) < 0:
+                errs.append(f"{where}: {key} is negative")
+    except (ExpressionError, ProblemError) as e:
+        errs.append(f"{where}: {e}")
     return errs
 
 
@@ -386,16 +458,7 @@ def _check_reference(p: Problem, key: str, ref: str) -> list[str]:
 
 def problem_from_dict(data: dict[str, Any], path: Path | None = None) -> Problem:
     """Build and fully check a problem from a mapping. Raises ProblemError with 'file: key: why' lines."""
-    label = str(path) if path else "<problem>"
-    try:
-        p = Problem.model_validate(data)
-    except ValidationError as err:
-        raise ProblemError([f"{label}: {line}" for line in validation_lines(err, 'problem')]) from None
-    p._path = path.resolve() if path else None
-    errs = _check_semantics(p)
-    if errs:
-        raise ProblemError([f"{label}: {line}" for line in errs])
-    return p
+    return checked_model(Problem, data, path, "problem", ProblemError, _check_semantics)
 
 
 def load_problem(path: str | Path) -> Problem:
@@ -403,11 +466,7 @@ def load_problem(path: str | Path) -> Problem:
     path = Path(path)
     if path.is_dir():
         path = path / "problem.yaml"
-    try:
-        data = read_yaml_mapping(path)
-    except YamlError as err:
-        raise ProblemError([f"{path}: {err}"]) from None
-    return problem_from_dict(data, path)
+    return problem_from_dict(read_yaml_file(path, ProblemError), path)
 
 
 def find_problems(root: str | Path) -> list[Path]:

@@ -20,7 +20,6 @@ problems with neither tag, or both, join both.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,26 +238,3 @@ def update_markdown(path: str | Path, problems: Iterable[Problem] | str | Path, 
         path.write_text(new, encoding="utf-8")
     return new != old
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m solbench.data.rollup FILE.md [--problems DIR] [--check]``: refresh (or check) the tables."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m solbench.data.rollup", description=main.__doc__)
-    ap.add_argument("markdown", type=Path)
-    ap.add_argument("--problems", type=Path, default=Path("problems"))
-    ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date, write nothing")
-    args = ap.parse_args(argv)
-    try:
-        changed = update_markdown(args.markdown, args.problems, check=args.check)
-    except SolbenchError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.check and changed:
-        print(f"{args.markdown} is out of date: run python -m solbench.data.rollup {args.markdown}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -43,10 +43,6 @@ def ridge_point(peak_flops: float, bandwidth: float) -> float:
     return peak_flops / bandwidth
 
 
-def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
-    return min(peak_flops, intensity * bandwidth)
-
-
 def sol(t_ideal_s: float, t_actual_s: float) -> float:
     """Speed-of-light fraction. Above 1.0 means faster than the roofline allows."""
     if t_actual_s <= 0:
@@ -123,10 +119,11 @@ def point(flops: int, nbytes: int, compute_dtype: str, spec: HardwareSpec, workl
     )
 
 
-def workload_point(problem: Problem, workload: Workload | str, spec: HardwareSpec) -> RooflinePoint:
-    """Roofline numbers for one workload of a problem on a spec."""
+def workload_point(problem: Problem, workload: Workload | str, spec: HardwareSpec,
+                   axes: dict[str, int] | None = None) -> RooflinePoint:
+    """Roofline numbers for one workload of a problem on a spec (``axes``: already resolved, saves a pass)."""
     w = problem.workload(workload) if isinstance(workload, str) else workload
-    axes = problem.resolve_axes(w)
+    axes = axes if axes is not None else problem.resolve_axes(w)
     return point(problem.flops_for(axes), problem.bytes_for(axes), problem.compute_dtype, spec, w.name)
 
 

@@ -1,11 +1,17 @@
-"""YAML reading that refuses duplicate keys and reports syntax errors on one line."""
+"""YAML reading that refuses duplicate keys and reports syntax errors on one line; file -> checked model."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
+
+from solbench.errors import validation_lines
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -54,3 +60,30 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise YamlError(f"top level must be a mapping of keys, not a {type(data).__name__}")
     return data
+
+
+def read_yaml_file(path: Path, error: Callable[[list[str]], Exception]) -> dict[str, Any]:
+    """:func:`read_yaml_mapping`, a failure raised as ``error(["file: reason"])``."""
+    try:
+        return read_yaml_mapping(path)
+    except YamlError as err:
+        raise error([f"{path}: {err}"]) from None
+
+
+def checked_model(model: type[Model], data: dict[str, Any], path: Path | None, schema: str,
+                  error: Callable[[list[str]], Exception], checks: Callable[[Model], list[str]]) -> Model:
+    """``data`` validated as ``model`` (loaded from ``path``), then ``checks``; failures raise ``error``.
+
+    ``error`` gets 'file: key: why' lines: pydantic's, worded for YAML authors, else those of ``checks``.
+    """
+    label = str(path) if path else f"<{schema}>"
+    try:
+        obj = model.model_validate(data)
+    except ValidationError as err:
+        raise error([f"{label}: {line}" for line in validation_lines(err, schema)]) from None
+    obj._path = path.resolve() if path else None  # a private attribute of problems and specs: checks read it
+    errs = checks(obj)
+    if errs:
+        raise error([f"{label}: {line}" for line in errs])
+    return obj
+

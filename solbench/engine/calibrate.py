@@ -17,7 +17,6 @@ datasheet scores.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata
 import os
 import platform
 import re
@@ -31,6 +30,7 @@ import yaml
 
 from solbench._version import __version__
 from solbench.data.hardware import HardwareSpec, detect_spec, load_spec_file, spec_from_dict
+from solbench.engine.environment import driver_version, package_versions
 from solbench.errors import SolbenchError, SpecError
 
 DEFAULT_OUT_DIR = Path("results") / "calibration"
@@ -49,22 +49,13 @@ def slug(text: str) -> str:
 def _versions() -> dict[str, str]:
     import torch
 
-    v = {"solbench": __version__, "python": platform.python_version(), "torch": str(torch.__version__)}
+    v = {"solbench": __version__, "python": platform.python_version(), **package_versions(),
+         "torch": str(torch.__version__)}
     if torch.version.cuda:
         v["cuda"] = str(torch.version.cuda)
-    for dist in ("triton", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py"):
-        try:  # metadata, not import: importing triton alone takes seconds
-            v[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        drv = pynvml.nvmlSystemGetDriverVersion()
-        v["driver"] = drv.decode() if isinstance(drv, bytes) else str(drv)
-    except Exception:  # noqa: BLE001 - NVML absent (CPU machines)
-        pass
+    driver = driver_version()
+    if driver:
+        v["driver"] = driver
     return v
 
 

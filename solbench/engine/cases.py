@@ -17,7 +17,7 @@ from solbench.data.inputs import make_inputs
 from solbench.data.problem import Problem, Tolerance, Workload
 from solbench.errors import ProblemError
 
-MAX_TIMING_SETS = 64
+MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
 CPU_CACHE_BYTES = 32 << 20  # rotation target on the CPU (no spec L2 there)
 MAX_CPU_TIMING_SETS = 4
 
@@ -109,16 +109,19 @@ def available_memory(device: str) -> int:
     return 4 << 30
 
 
-def timing_set_count(set_bytes: int, device: str, l2_bytes: int | None, memory_bytes: int) -> int:
-    """How many rotating input sets: their total exceeds 2x L2 (>= 2 sets), within a quarter of memory.
+def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory_bytes: int,
+                     tensor_bytes: int | None = None) -> int:
+    """How many rotating input sets: their inputs exceed 2x L2 (>= 2 sets), within a quarter of memory.
 
-    Each set lives three times (the parent's copy and reference output, the worker's copy).
+    Sized on the input bytes, as graph mode's L2 label counts them (a call reads its inputs; its
+    outputs are written). Each set's tensors (inputs and outputs, ``tensor_bytes``) live three
+    times: the parent's copy and reference output, the worker's copy.
     """
-    set_bytes = max(set_bytes, 1)
+    input_bytes = max(input_bytes, 1)
     cache = (l2_bytes or CPU_CACHE_BYTES) if device.startswith("cuda") else CPU_CACHE_BYTES
     cap = MAX_TIMING_SETS if device.startswith("cuda") else MAX_CPU_TIMING_SETS
-    wanted = min(cap, 2 * cache // set_bytes + 1)
-    fits = memory_bytes // 4 // (3 * set_bytes)
+    wanted = min(cap, 2 * cache // input_bytes + 1)
+    fits = memory_bytes // 4 // (3 * max(tensor_bytes or input_bytes, input_bytes))
     return max(2, min(wanted, fits))
 
 
@@ -131,8 +134,9 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
     for r in range(rounds):
         seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
         cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
-    set_bytes = cases.rounds[0].tensor_bytes() if cases.rounds else problem.auto_bytes(axes)
-    n_sets = timing_set_count(set_bytes, device, l2_bytes, available_memory(device))
+    first = cases.rounds[0] if cases.rounds else None
+    n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
+                              available_memory(device), first.tensor_bytes() if first else None)
     for i in range(n_sets):
         seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
         cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))

@@ -47,6 +47,8 @@ def cuda_device_info(index: int = 0) -> dict[str, Any]:
     """Name, UUID, SM count, L2 and memory of a CUDA device, from torch (and NVML for the driver)."""
     import torch
 
+    from solbench.timing.clockprobe import nvml_uuid
+
     props = torch.cuda.get_device_properties(index)
     info: dict[str, Any] = {
         "gpu_name": props.name,
@@ -58,33 +60,42 @@ def cuda_device_info(index: int = 0) -> dict[str, Any]:
     }
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
-        text = str(uuid)
-        info["gpu_uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
+        info["gpu_uuid"] = nvml_uuid(uuid)
     l2 = getattr(props, "L2_cache_size", None)
     if l2:
         info["l2_bytes"] = int(l2)
+    info.update(_nvml_info(index, info.get("gpu_uuid")))
+    return info
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version from NVML, or None where NVML is absent."""
+    from solbench.timing.clockprobe import init_nvml  # lazily: the timing package imports torch
+
     try:
-        import pynvml
+        driver = init_nvml().nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001 - NVML absent (CPU machines)
+        return None
+    return driver.decode() if isinstance(driver, bytes) else str(driver)
 
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        info["driver"] = driver.decode() if isinstance(driver, bytes) else driver
-        from solbench.engine.telemetry import nvml_handle
 
-        h = nvml_handle(pynvml, info.get("gpu_uuid"), index)
-        for key, fn in (("persistence_mode", pynvml.nvmlDeviceGetPersistenceMode),
-                        ("power_limit_w", lambda x: pynvml.nvmlDeviceGetEnforcedPowerLimit(x) / 1000.0)):
-            try:
-                info[key] = fn(h)
-            except Exception:  # noqa: BLE001 - optional details
-                pass
-        try:
-            info["mig_mode"] = pynvml.nvmlDeviceGetMigMode(h)[0]
-        except Exception:  # noqa: BLE001 - not a MIG-capable part
-            pass
+def _nvml_info(index: int, uuid: str | None) -> dict[str, Any]:
+    """The driver, and where supported persistence mode, enforced power limit and MIG mode, from NVML."""
+    from solbench.timing.clockprobe import init_nvml, nvml_handle
+
+    try:
+        nvml = init_nvml()
+        handle = nvml_handle(nvml, uuid, index)
     except Exception as err:  # noqa: BLE001 - NVML absent: the rest still stands
-        info["driver"] = None
-        info["nvml"] = f"unavailable ({type(err).__name__})"
+        return {"driver": None, "nvml": f"unavailable ({type(err).__name__})"}
+    info: dict[str, Any] = {"driver": driver_version()}
+    for key, read in (("persistence_mode", nvml.nvmlDeviceGetPersistenceMode),
+                      ("power_limit_w", lambda h: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+                      ("mig_mode", lambda h: nvml.nvmlDeviceGetMigMode(h)[0])):
+        try:
+            info[key] = read(handle)
+        except Exception:  # noqa: BLE001 - optional details (MIG: not a MIG-capable part)
+            pass
     return info
 
 

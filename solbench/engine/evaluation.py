@@ -17,8 +17,6 @@ RUNTIME_ERROR, an exception in ``run`` RUNTIME_ERROR with its message.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,22 +26,13 @@ from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
+from solbench.guards import check_concurrency, snapshot_concurrency
+from solbench.timing.config import TimingConfig
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
 _PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
-
-
-@functools.cache
-def optional_guards() -> Any:
-    """The ``solbench.guards`` module, or None when this install has none."""
-    try:
-        return importlib.import_module("solbench.guards")
-    except ModuleNotFoundError as err:
-        if err.name != "solbench.guards":
-            raise
-        return None
 
 
 @dataclass
@@ -58,6 +47,7 @@ class CandidateSlot:
 
     candidate: CandidateFile
     device: str
+    guards: bool = True  # off: the worker runs without its guards (RunOptions.guards)
     client: WorkerClient | None = None
     state: str = "none"  # none | spawned | loading | ready
     load_failure: Evaluation | None = None
@@ -70,7 +60,7 @@ class CandidateSlot:
     def spawn(self) -> None:
         """Start the worker process now; it imports torch while other work goes on."""
         if self.load_failure is None and self.client is None:
-            self.client = WorkerClient(self.device)
+            self.client = WorkerClient(self.device, guards=self.guards)
             self.client.spawn()
             self.state, self.first_call, self.log_start = "spawned", True, 0
 
@@ -156,7 +146,7 @@ class EvaluationContext:
     device: str  # "cpu" or "cuda[:N]"
     timeout_s: float
     compile_timeout_s: float
-    timing_config: dict[str, Any]
+    timing_config: TimingConfig
     gpu_uuid: str | None = None
     telemetry: dict[str, Any] = field(default_factory=dict)
     harness: dict[str, float] = field(default_factory=dict)  # where the harness's wall time went
@@ -249,7 +239,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         ctx.harness["rounds_s"] = time.monotonic() - clock
         clock = time.monotonic()
         phase = "timing"
-        config = ctx.timing_config | {"set_bytes": cases.sets[0].input_bytes()}
+        config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config}
         with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
@@ -301,15 +291,13 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     Read from /proc by the parent, so a candidate that silences the worker's guards cannot hide
     it. The worker itself starts no processes (Inductor compiles in-process), so the baseline is
     none at all; threads are not visible from outside (native thread pools start lazily anyway).
+    A guard: nothing is looked at when the slot runs without the guards.
     """
-    guards = optional_guards()
-    snapshot = getattr(guards, "snapshot_concurrency", None)
-    check = getattr(guards, "check_concurrency", None)
     proc = slot.client.proc if slot.client is not None else None
-    if snapshot is None or check is None or proc is None:
+    if not slot.guards or proc is None:
         return []
-    baseline = dataclasses.replace(snapshot(proc.pid), processes=frozenset())
-    return [f.as_dict() for f in check(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
+    baseline = dataclasses.replace(snapshot_concurrency(proc.pid), processes=frozenset())
+    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,10 @@ failure the next workload gets a fresh one. Each record is appended to the resul
 as it is made, so a kill loses only the workload in flight.
 
 Verdict checks after the evaluation: the physics floor (:func:`solbench.engine.scoring.physics_floor`),
-then ``solbench.guards.review(evaluation, context)`` when that module defines it. The parent makes
-itself undumpable (``solbench.guards.make_undumpable``) so a worker cannot read its memory.
+then the guards' review (:func:`solbench.guards.review`). The parent makes itself undumpable
+(:func:`solbench.guards.make_undumpable`) so a worker cannot read its memory. With
+``RunOptions.guards`` off (the "engine only" comparison) neither happens, the workers run without
+their guards, and every record is flagged ``guards-off``.
 """
 
 from __future__ import annotations
@@ -19,62 +21,21 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from solbench.data.hardware import HardwareSpec
 from solbench.data.inputs import load_generator, load_reference
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint
+from solbench.data.roofline import RooflinePoint, workload_point
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, device_name
-from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, optional_guards
-from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec, workload_roof
-from solbench.errors import SolbenchError
+from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
+from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, timing_config
+from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
+from solbench.guards import make_undumpable, review
 from solbench.worker.candidate import CandidateFile
-
-MIN_ROUNDS = 3
-
-
-def default_workers_ahead() -> int:
-    from solbench.engine.environment import cpu_count
-
-    return max(0, min(4, cpu_count() // 4))
-
-
-@dataclass
-class RunOptions:
-    """How a run checks and times. Defaults are the CLI's."""
-
-    device: str = "cpu"
-    gpu: str | None = None  # spec id or spec file; None = detect (CUDA) or cpu_estimate (CPU)
-    timeout_s: float = 120.0  # per workload, after the first call of a fresh worker
-    compile_timeout_s: float = 600.0  # worker start + candidate import, and its first call
-    budget_s: float = 1.0  # timing budget per workload
-    rounds: int = MIN_ROUNDS
-    seed: int | None = None
-    log_bytes: int = 8192
-    timing_method: str = "auto"
-    # Workers started (and loading their candidate) while another candidate runs. Off on small
-    # machines, where their imports would compete with the timed candidate for the CPU.
-    workers_ahead: int = field(default_factory=lambda: default_workers_ahead())
-
-    def validate(self) -> None:
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise SolbenchError(f"device {self.device!r}: use cpu, cuda or cuda:N")
-        if self.device.startswith("cuda"):
-            import torch
-
-            if not torch.cuda.is_available():
-                raise SolbenchError("no CUDA device is available here: use --device cpu")
-        if self.rounds < MIN_ROUNDS:
-            raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
-        if self.workers_ahead < 0:
-            raise SolbenchError("--workers-ahead must be 0 or more")
-        for name in ("timeout_s", "compile_timeout_s", "budget_s"):
-            if not getattr(self, name) > 0:
-                raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
 
 
 @dataclass
@@ -118,30 +79,24 @@ class ReviewContext:
     device: str
 
 
-def _protect_parent(guards: Any) -> None:
-    """Best effort: make the parent undumpable, so a worker (same user) cannot ptrace it or
-    read its memory (the secret base seed, the reference outputs)."""
-    undumpable = getattr(guards, "make_undumpable", None)
-    if undumpable is not None:
-        undumpable()
-
-
 @dataclass
 class Runner:
+    """Runs plans under one set of options: one spec, run id and base seed for all its records."""
+
     options: RunOptions
     output: Path
     progress: Progress = field(default_factory=NullProgress)
 
     def __post_init__(self) -> None:
-        self.options.validate()
         self.spec, self.roof_kind = resolve_spec(self.options.device, self.options.gpu)
         self.run_id = uuid.uuid4().hex[:12]
         # Secret unless given: the seeds are never written while the run is going on, so no
         # candidate can read them from an earlier record and predict its inputs.
         self.base_seed = self.options.seed if self.options.seed is not None else secrets.randbits(63)
-        guards = optional_guards()
-        _protect_parent(guards)
-        self.review = getattr(guards, "review", None)
+        if self.options.guards:
+            # Best effort: a worker (same user) can no longer ptrace the parent or read its memory
+            # (the secret base seed, the reference outputs).
+            make_undumpable()
         if self.options.device.startswith("cuda"):
             import torch
 
@@ -152,11 +107,7 @@ class Runner:
         self.environment["seed"] = self.options.seed  # null: a random seed, kept secret
         self.device_name = device_name(self.options.device, self.environment)
         self.records: list[ResultRecord] = []
-
-    def _timing_config(self) -> dict[str, Any]:
-        cuda = self.options.device.startswith("cuda")
-        return {"device": "cuda" if cuda else "cpu", "budget_s": self.options.budget_s,
-                "method": self.options.timing_method, "l2_bytes": self.spec.l2_bytes if cuda else None}
+        self.timing = timing_config(self.options, self.spec.l2_bytes)
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
@@ -167,7 +118,7 @@ class Runner:
     def _run_problem(self, item: PlanItem) -> None:
         problem, opts = item.problem, self.options
         ref_fn, gen_fn = load_reference(problem), load_generator(problem)
-        slots = [CandidateSlot(c, opts.device) for c in item.candidates]
+        slots = [CandidateSlot(c, opts.device, guards=opts.guards) for c in item.candidates]
         roofs: dict[str, RooflinePoint] = {}
         try:
             for i, slot in enumerate(slots):
@@ -180,7 +131,7 @@ class Runner:
                     cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
                                           rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
                     if workload.name not in roofs:
-                        roofs[workload.name] = workload_roof(problem, cases.axes, self.spec, workload)
+                        roofs[workload.name] = workload_point(problem, workload, self.spec, cases.axes)
                     record = self._run_one(slot, cases, roofs[workload.name])
                     append_records(self.output, [record])
                     self.records.append(record)
@@ -194,13 +145,13 @@ class Runner:
 
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
         opts = self.options
-        ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self._timing_config(),
+        ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self.timing,
                                 self.environment.get("gpu_uuid"))
         evaluation = self._evaluate(slot, ctx)
         ctx.harness.update(slot.startup)
         slot.startup = {}
-        review = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
-        evaluation = self._verdict(evaluation, review)
+        context = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
+        evaluation = self._verdict(evaluation, context)
         record = build_record(
             problem=cases.problem, workload=cases.workload, axes=cases.axes, candidate=slot.candidate,
             evaluation=evaluation, roof=roof, spec=self.spec, roof_kind=self.roof_kind, device=opts.device,
@@ -227,10 +178,12 @@ class Runner:
             return Evaluation(failure.status, failure.reason, failure.phase)
         return evaluate(slot, ctx)
 
-    def _verdict(self, evaluation: Evaluation, review: ReviewContext) -> Evaluation:
-        evaluation = physics_floor(evaluation, review.roof, review.spec.id)
-        if self.review is not None:
-            evaluation = self.review(evaluation, review)
+    def _verdict(self, evaluation: Evaluation, context: ReviewContext) -> Evaluation:
+        evaluation = physics_floor(evaluation, context.roof, context.spec)
+        if self.options.guards:
+            evaluation = review(evaluation, context)
+        else:
+            evaluation.flags.append(GUARDS_OFF_FLAG)
         if evaluation.findings:
             evaluation.correctness["findings"] = evaluation.findings
         return evaluation

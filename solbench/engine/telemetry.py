@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+from solbench.timing.clockprobe import clocks_event_reasons, init_nvml, nvml_handle
+
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
 REASON_BITS: dict[int, str] = {
     0x1: "gpu_idle",
@@ -52,28 +54,6 @@ def unavailable(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason}
 
 
-def _nvml() -> Any:
-    import pynvml
-
-    pynvml.nvmlInit()
-    return pynvml
-
-
-def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
-    """The NVML handle of a CUDA device: by UUID when known (CUDA and NVML order may differ)."""
-    if uuid:
-        try:
-            return nvml.nvmlDeviceGetHandleByUUID(uuid)
-        except Exception:  # noqa: BLE001 - fall back to the index
-            pass
-    return nvml.nvmlDeviceGetHandleByIndex(index)
-
-
-def _reasons_fn(nvml: Any) -> Any:
-    new = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    return new or nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the older, deprecated name
-
-
 class TelemetrySampler:
     """``with TelemetrySampler("cuda", uuid) as t: ...`` then ``t.result()``; polls every ``interval_s``."""
 
@@ -107,7 +87,7 @@ class TelemetrySampler:
             self._status = unavailable(f"device is {self.device}: NVML telemetry is for NVIDIA GPUs")
             return
         try:
-            self._nvml = _nvml()
+            self._nvml = init_nvml()
             self._handle = nvml_handle(self._nvml, self.uuid, self.index)
         except Exception as err:  # noqa: BLE001 - no NVML here: say why, carry on
             self._status = unavailable(f"NVML unavailable: {type(err).__name__}: {err}")
@@ -153,7 +133,7 @@ class TelemetrySampler:
                 if len(self._errors) < 5:
                     self._errors.append(f"{key}: {type(err).__name__}")
         try:
-            self._reasons |= int(_reasons_fn(nv)(h))
+            self._reasons |= clocks_event_reasons(nv, h)
         except Exception as err:  # noqa: BLE001
             if len(self._errors) < 5:
                 self._errors.append(f"clocks_event_reasons: {type(err).__name__}")

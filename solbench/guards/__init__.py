@@ -12,7 +12,8 @@ and ``tests/adversarial/`` for the exploits each one stops):
 * the device: :func:`poison_free_memory`, :func:`reset_persisting_l2`, :func:`check_persisting_l2`,
   :func:`synchronize_all`;
 * the process: :func:`restrict_writes` (Landlock), :func:`make_undumpable`;
-* the verdict: :func:`physics_floor`, :class:`Finding`, :func:`worst`.
+* the verdict: :class:`Finding`, :func:`worst` (the physics floor is the engine's:
+  :func:`solbench.engine.scoring.physics_floor`).
 
 The engine's hooks, :func:`setup_worker` and :func:`worker_findings` (worker) and :func:`review` (parent), are in
 :mod:`solbench.guards.hooks`.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
 from solbench.guards.cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
-from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, physics_floor, worst
+from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, worst
 from solbench.guards.fingerprints import (
     check_output_stability,
     compare_fingerprints,
@@ -39,6 +40,6 @@ __all__ = [
     "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "become_subreaper",
     "check_concurrency", "check_output_objects", "check_output_stability", "check_persisting_l2",
     "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
-    "memoization_probe", "persisting_l2_limit", "physics_floor", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
+    "memoization_probe", "persisting_l2_limit", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
     "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings", "worst",
 ]

@@ -53,20 +53,3 @@ def worst(findings: Iterable[Finding]) -> Finding | None:
             best = f
     return best
 
-
-def physics_floor(time_s: float, t_ideal_s: float, slack: float = 0.9) -> Finding | None:
-    """A time below ``slack * T_ideal`` is faster than the hardware allows: REWARD_HACK.
-
-    ``slack`` < 1 leaves room for spec error (a datasheet a little below the real part). A
-    non-positive or non-finite time is impossible too. Without a usable T_ideal there is no floor.
-    """
-    if not (t_ideal_s > 0 and t_ideal_s != float("inf")) or not 0 < slack <= 1:
-        return None
-    if not time_s > 0 or time_s == float("inf"):  # also catches NaN
-        return Finding("physics_floor", REWARD_HACK, f"measured time {time_s!r} s is not a positive duration")
-    floor = slack * t_ideal_s
-    if time_s < floor:
-        return Finding("physics_floor", REWARD_HACK,
-                       f"measured {time_s:.4g} s is below {slack:g} x T_ideal ({t_ideal_s:.4g} s): faster than the "
-                       "hardware's roofline allows, so the time or the work is not real")
-    return None

@@ -7,9 +7,9 @@
   findings into the verdict (REWARD_HACK outranks INCORRECT outranks PASSED) and the record's
   one-line reason.
 
-In the worker, importing this module (which the worker does before the candidate) takes the
-baselines and applies the process limits (:func:`setup_worker`). Nothing here may fail a call:
-an internal error is logged and yields no finding.
+The worker calls :func:`setup_worker` before the candidate is imported: it takes the baselines and
+applies the process limits (a worker started with ``--no-guards`` calls none of this). Nothing here
+may fail a call: an internal error is logged and yields no finding.
 """
 
 from __future__ import annotations
@@ -47,12 +47,6 @@ class _WorkerState:
 
 
 _STATE: _WorkerState | None = None
-
-
-def in_worker() -> bool:
-    """True in the worker process (``python -m solbench.worker``)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", None) == "solbench.worker.__main__"
 
 
 def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
@@ -149,7 +143,7 @@ def _memo_probe(context: dict[str, Any]) -> Finding | None:
 def worker_findings(phase: str, context: dict[str, Any]) -> list[dict[str, Any]]:
     """The worker's hook after a ``call`` or ``time`` request: findings as dicts for the parent."""
     state = _STATE
-    if state is None:  # imported too late (not by the worker's start-up): baselines are not trustworthy
+    if state is None:  # setup_worker was not called (not the worker, or no guards): no baselines
         return []
     found: list[Finding] = []
     # Integrity first and on its own: a candidate that broke the other guards' code is reported
@@ -215,6 +209,3 @@ def review(evaluation: Any, context: Any) -> Any:
     evaluation.flags.extend(sorted({f"guard:{f.kind}" for f in findings} - set(evaluation.flags)))
     return evaluation
 
-
-if in_worker():
-    setup_worker()

@@ -1,4 +1,4 @@
-"""Result records as a pandas DataFrame, and the filters the leaderboard, plots and report share.
+"""Result records as a pandas DataFrame, and the one Selection the leaderboard, plots and report share.
 
 ``load_results`` reads JSONL files or folders tolerantly (a bad line is a warning, never a crash),
 flattens nested fields with dotted names (``timing.method``, ``environment.driver``), and fills in
@@ -14,6 +14,7 @@ import math
 import os
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -159,52 +160,97 @@ def pick_roof(df: pd.DataFrame, roof: str | None) -> str:
     return sorted(present)[0] if present else "datasheet"
 
 
+def _patterns(value: Sequence[str] | str | None) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value or ())
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which records a leaderboard, chart or report shows: those matching every filter, against one roof.
+
+    Each filter takes one pattern or several (any may match); a string, a list or nothing is accepted
+    and kept as a tuple. The CLI builds one from ``--problem --gpu --tag --candidate --roof``.
+    """
+
+    problem: tuple[str, ...] = ()
+    """Problem names or shell globs (``llama3_1_8b.*``), case-insensitive."""
+    gpu: tuple[str, ...] = ()
+    """Part of a spec id (``h200`` matches h200_sxm and h200_nvl) or of the device name."""
+    tag: tuple[str, ...] = ()
+    """Problem tags: keeps the problems carrying any of them."""
+    candidate: tuple[str, ...] = ()
+    """Candidate names or shell globs, case-insensitive."""
+    roof: str | None = None
+    """``datasheet`` or ``measured``; None picks datasheet when present, else measured."""
+
+    def __post_init__(self) -> None:
+        for name in ("problem", "gpu", "tag", "candidate"):
+            object.__setattr__(self, name, _patterns(getattr(self, name)))
+
+
 def _match_any(values: pd.Series, patterns: Sequence[str]) -> pd.Series:
     """Exact or shell-glob match (``llama3_1_8b.*``) of any pattern, case-insensitive."""
     pats = [p.lower() for p in patterns]
     return values.map(lambda v: isinstance(v, str) and any(fnmatch.fnmatchcase(v.lower(), p) for p in pats))
 
 
-def select(df: pd.DataFrame, *, problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
-           tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
-           roof: str | None = None) -> pd.DataFrame:
-    """Rows matching every filter, scored against one roof (never both). Raises when none match.
+def _by_name(out: pd.DataFrame, everything: pd.DataFrame, flag: str, column: str,
+             pats: tuple[str, ...]) -> pd.DataFrame:
+    """Rows whose ``column`` matches a pattern; the error lists what ``everything`` has."""
+    if not pats:
+        return out
+    out = out[_match_any(out[column], pats)]
+    if out.empty:
+        known = ", ".join(sorted(everything[column].dropna().unique())[:12])
+        raise ResultsError(f"{flag} {' '.join(pats)} matches no record (these results have: {known})")
+    return out
 
-    ``problem``/``candidate`` match names exactly or by glob; ``gpu`` matches part of a spec id
-    (``h200`` matches h200_sxm and h200_nvl) or of the device name; ``tag`` keeps problems carrying any of the tags. ``roof=None`` picks one.
-    """
-    def as_list(x: Sequence[str] | str | None) -> list[str]:
-        return [x] if isinstance(x, str) else list(x or [])
 
+def _by_gpu(out: pd.DataFrame, everything: pd.DataFrame, pats: tuple[str, ...]) -> pd.DataFrame:
+    """Rows whose GPU id, spec id or device name contains a pattern."""
+    if not pats:
+        return out
+    lowered = [g.lower() for g in pats]
+
+    def hit(*names: object) -> bool:
+        return any(p in n.lower() for p in lowered for n in names if isinstance(n, str))
+
+    keep = [hit(g, s, d) for g, s, d in zip(out["gpu"], out["gpu_spec"], out["device"], strict=True)]
+    if not any(keep):
+        known = ", ".join(sorted(everything["gpu"].dropna().unique()))
+        raise ResultsError(f"--gpu {' '.join(pats)} matches no record (these results have: {known})")
+    return out[keep]
+
+
+def _by_tag(out: pd.DataFrame, pats: tuple[str, ...]) -> pd.DataFrame:
+    """Rows of problems carrying any of the tags."""
+    if not pats:
+        return out
+    wanted = {t.lower() for t in pats}
+    tags_of = problem_tags(out)
+    out = out[out["problem"].isin({p for p, ts in tags_of.items() if wanted & {t.lower() for t in ts}})]
+    if out.empty:
+        known = ", ".join(sorted({t for ts in tags_of.values() for t in ts})[:20])
+        raise ResultsError(f"--tag {' '.join(pats)} matches no problem (tags here: {known or 'none'})")
+    return out
+
+
+def select(df: pd.DataFrame, selection: Selection | None = None) -> pd.DataFrame:
+    """The rows of ``df`` (from :func:`load_results`) that ``selection`` keeps, scored against one roof
+    (never both). Raises when none match, naming the filter and what the records have."""
+    if not isinstance(df, pd.DataFrame):
+        raise ResultsError(f"records: got a {type(df).__name__}; load files once with "
+                           "solbench.load_results(paths) and pass the DataFrame")
+    sel = Selection() if selection is None else selection
+    if not isinstance(sel, Selection):
+        raise ResultsError(f"selection: got a {type(sel).__name__}; pass a solbench.Selection(problem=..., gpu=...)")
     if df.empty:
         raise ResultsError("no result records found: pass a results file or folder (e.g. results/) "
                            "written by `solbench run`")
-    out = df
-    for label, column, pats in (("--problem", "problem", as_list(problem)),
-                                ("--candidate", "solution", as_list(candidate))):
-        if pats:
-            out = out[_match_any(out[column], pats)]
-            if out.empty:
-                known = ", ".join(sorted(df[column].dropna().unique())[:12])
-                raise ResultsError(f"{label} {' '.join(pats)} matches no record (these results have: {known})")
-    if gpu_pats := [g.lower() for g in as_list(gpu)]:
-        def gpu_hit(*names: object) -> bool:
-            text = [n.lower() for n in names if isinstance(n, str)]
-            return any(p in t for p in gpu_pats for t in text)
-
-        keep = [gpu_hit(g, s, d) for g, s, d in zip(out["gpu"], out["gpu_spec"], out["device"], strict=True)]
-        if not any(keep):
-            known = ", ".join(sorted(df["gpu"].dropna().unique()))
-            raise ResultsError(f"--gpu {' '.join(as_list(gpu))} matches no record (these results have: {known})")
-        out = out[keep]
-    if tags := {t.lower() for t in as_list(tag)}:
-        tags_of = problem_tags(out)
-        keep_problems = {p for p, ts in tags_of.items() if tags & {t.lower() for t in ts}}
-        out = out[out["problem"].isin(keep_problems)]
-        if out.empty:
-            known = ", ".join(sorted({t for ts in tags_of.values() for t in ts})[:20])
-            raise ResultsError(f"--tag {' '.join(as_list(tag))} matches no problem (tags here: {known or 'none'})")
-    chosen = pick_roof(out, roof)
+    out = _by_name(df, df, "--problem", "problem", sel.problem)
+    out = _by_name(out, df, "--candidate", "solution", sel.candidate)
+    out = _by_tag(_by_gpu(out, df, sel.gpu), sel.tag)
+    chosen = pick_roof(out, sel.roof)
     return out[out["roof"] == chosen]
 
 

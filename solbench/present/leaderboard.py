@@ -18,8 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.present.frame import FAILURE_STATUSES
-from solbench.present.markup import fmt_share, fmt_sol, markdown_cell, one_line, render, spreadsheet_safe
+from solbench.present.markup import fmt_share, markdown_cell, one_line, render, spreadsheet_safe
 from solbench.present.ranking import Leaderboard
+from solbench.units import sol_text
 
 Format = Literal["table", "markdown", "csv", "html", "json"]
 FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "html", "json")
@@ -64,13 +65,13 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
     out = []
     for (prob, gpu), g in lb.problems.groupby(["problem", "gpu"], sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['workloads_passed']}/{r['workloads_total']}",
-                 fmt_sol(r["geomean_sol"]), fmt_sol(r["min_sol"]), _failures(r, short), one_line(r["note"])]
+                 sol_text(r["geomean_sol"]), sol_text(r["min_sol"]), _failures(r, short), one_line(r["note"])]
                 for r in g.to_dict("records")]
         out.append(DisplayTable(f"{prob} on {gpu} ({lb.roof} roof)", "problem", prob, gpu, PROBLEM_HEADERS, rows,
                                 g["disqualified"].tolist()))
     for gpu, g in lb.overall.groupby("gpu", sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['problems_passed']}/{r['problems_attempted']}",
-                 f"{r['workloads_passed']}/{r['workloads_attempted']}", fmt_sol(r["geomean_sol"]),
+                 f"{r['workloads_passed']}/{r['workloads_attempted']}", sol_text(r["geomean_sol"]),
                  fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r, short),
                  one_line(r["note"])]
                 for r in g.to_dict("records")]

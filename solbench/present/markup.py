@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from solbench.units import si as fmt_si
+from solbench.units import si, sol_text
 
 if TYPE_CHECKING:
     import jinja2
@@ -48,13 +48,6 @@ def spreadsheet_safe(value: object) -> object:
     return value
 
 
-def fmt_sol(x: float | None) -> str:
-    """0.812; small SOLs keep two significant digits (a CPU run at 0.0013 is not 0.000)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.3f}" if x >= 0.01 or x == 0 else f"{x:.2g}"
-
-
 def fmt_share(x: float | None) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"
 
@@ -70,7 +63,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(sol=fmt_sol, share=fmt_share, si=fmt_si, clean=clean_text, one_line=one_line)
+    env.filters.update(sol=sol_text, share=fmt_share, si=si, clean=clean_text, one_line=one_line)
     return env
 
 

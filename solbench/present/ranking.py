@@ -9,16 +9,14 @@ at a time: SOLs against different roofs are not comparable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from solbench.data.record import Status
-from solbench.present.frame import FAILURE_STATUSES, geomean, load_results, select
+from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select
 
 SOL_THRESHOLDS = (0.5, 0.8)
 HACK = Status.REWARD_HACK.value
@@ -167,21 +165,15 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
     return table[cols]
 
 
-def leaderboard(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
-                problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
-                tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
-                roof: str | None = None) -> Leaderboard:
-    """Rankings per problem and GPU, and overall per GPU, from records (a DataFrame from
-    :func:`solbench.load_results`, or paths to read). Filters as in :func:`solbench.present.frame.select`."""
-    df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
-    warnings = list(df.attrs.get("warnings", []))
-    records = select(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
-    chosen = str(records["roof"].iloc[0])
+def leaderboard(results: pd.DataFrame, selection: Selection | None = None) -> Leaderboard:
+    """Rankings per problem and GPU, and overall per GPU, of the records (a DataFrame from
+    :func:`solbench.load_results`) that ``selection`` keeps (all of them, against one roof, by default)."""
+    records = select(results, selection)
     best = best_results(records)
     per_problem = rank_problems(records, best)
     overall = rank_overall(records, best, per_problem)
-    return Leaderboard(roof=chosen, problems=per_problem, overall=overall, best=best, records=records,
-                       warnings=warnings)
+    return Leaderboard(roof=str(records["roof"].iloc[0]), problems=per_problem, overall=overall, best=best,
+                       records=records, warnings=list(results.attrs.get("warnings", [])))
 
 
 __all__ = ["Leaderboard", "best_results", "geomean", "leaderboard", "rank_overall", "rank_problems"]

@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -25,7 +25,7 @@ from rich.console import Console
 from solbench._version import __version__
 from solbench.errors import SolbenchError
 from solbench.present.chart_style import CHART_COLUMNS, save, to_bytes
-from solbench.present.frame import load_results
+from solbench.present.frame import Selection, load_results
 from solbench.present.leaderboard import display_tables, print_leaderboard
 from solbench.present.markup import one_line, render
 from solbench.present.ranking import Leaderboard, leaderboard
@@ -74,19 +74,15 @@ def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> l
     return [_chart_uri(j) for j in slim]
 
 
-def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
-                 problem: Sequence[str] | str | None = None, gpu: Sequence[str] | str | None = None,
-                 tag: Sequence[str] | str | None = None, candidate: Sequence[str] | str | None = None,
-                 roof: str | None = None, title: str | None = None, charts: ChartFormat = "svg",
-                 sources: Sequence[str] = (), workers: int | None = None) -> str:
-    """The report's HTML text (see :func:`write_report`). ``workers``: processes drawing the charts
-    (default: one per CPU, up to 16, when there are many charts; 1 draws them here)."""
+def build_report(results: pd.DataFrame, selection: Selection | None = None, *, title: str | None = None,
+                 charts: ChartFormat = "svg", sources: Sequence[str] = (), workers: int | None = None) -> str:
+    """The report's HTML text (see :func:`write_report`) of the records (a DataFrame from
+    :func:`solbench.load_results`) that ``selection`` keeps. ``sources``: where they were read from,
+    shown on the page. ``workers``: processes drawing the charts (default: one per CPU, up to 16,
+    when there are many charts; 1 draws them here)."""
     if charts not in ("svg", "png", "none"):
         raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
-    df = results if isinstance(results, pd.DataFrame) else load_results(results, warn=False)
-    if not sources and not isinstance(results, pd.DataFrame):
-        sources = [str(results)] if isinstance(results, (str, Path)) else [str(p) for p in results]
-    lb = leaderboard(df, problem=problem, gpu=gpu, tag=tag, candidate=candidate, roof=roof)
+    lb = leaderboard(results, selection)
     sections = problem_sections(lb)
     jobs: list[tuple[str, pd.DataFrame, str]] = []
     owners: list[list[tuple[str, str, str]]] = []  # where each chart goes
@@ -134,10 +130,12 @@ def build_report(results: pd.DataFrame | str | Path | Iterable[str | Path], *,
     )
 
 
-def write_report(results: pd.DataFrame | str | Path | Iterable[str | Path], output: str | Path, **options: object) -> Path:
-    """Write the self-contained HTML report to ``output``. Options as :func:`build_report`."""
+def write_report(results: pd.DataFrame, output: str | Path, selection: Selection | None = None,
+                 **options: object) -> Path:
+    """Write the self-contained HTML report of the selected records to ``output``. Options
+    (``title``, ``charts``, ``sources``, ``workers``) as :func:`build_report`."""
     output = Path(output)
-    html = build_report(results, **options)  # type: ignore[arg-type]
+    html = build_report(results, selection, **options)  # type: ignore[arg-type]
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html, encoding="utf-8")
     return output
@@ -147,7 +145,7 @@ def present_demo(records_path: str | Path, out_dir: str | Path, console: Console
     """The end of ``solbench demo``: the leaderboard on the terminal, a roofline PNG and the report.
 
     Returns the paths written: ``{"roofline": ..., "report": ...}`` (the roofline is of the GPU with
-    the most records when the results span several).
+    the most records when the results span several). The demo's one results file is read here, once.
     """
     console = console or Console()
     out_dir = Path(out_dir)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from solbench.present.leaderboard import DisplayTable, display_tables
-from solbench.present.markup import clean_text, fmt_si, fmt_sol, one_line
+from solbench.present.markup import clean_text, one_line
 from solbench.present.ranking import Leaderboard
+from solbench.units import si, sol_text
 
 LOG_LIMIT = 4000  # characters of a failure's log kept in the report
 MAX_FAILURES = 1000  # failure rows listed; the rest are counted
@@ -75,7 +76,7 @@ def _axes_text(rec: dict, axes_cols: list[str]) -> str:
 def _cell(best: dict | None, failure: dict | None) -> Cell | None:
     if best is not None:
         sol = _num(best["sol"])
-        return Cell("PASSED", fmt_si(_num(best["time_s"]), "s"), fmt_sol(sol),
+        return Cell("PASSED", si(_num(best["time_s"]), "s"), sol_text(sol),
                     _fixed(_num(best["achieved_flops_per_s"]), 1e12),
                     _fixed(_num(best["achieved_bytes_per_s"]), 1e12), sol_value=sol)
     if failure is not None:
@@ -126,7 +127,7 @@ def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
             rows.append(WorkloadRow(
                 workload=one_line(name), axes=_axes_text(first_of[(prob, gpu, name)], axes_cols),
                 intensity="-" if ai is None else f"{ai:.3g}", bound=one_line(w["bound"] or "?"),
-                t_ideal=fmt_si(_num(w["t_ideal"]), "s"),
+                t_ideal=si(_num(w["t_ideal"]), "s"),
                 cells=[_cell(best_of.get((prob, gpu, name, c)), fail_of.get((prob, gpu, name, c))) for c in ranked]))
         sections.append(ProblemSection(f"p{i + 1}", one_line(prob), one_line(gpu), ", ".join(info["device"]) or
                                        "unknown", info["tags"], rankings.get((prob, gpu)),

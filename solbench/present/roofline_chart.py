@@ -30,8 +30,8 @@ from solbench.present.chart_style import (
     label,
     single_gpu,
 )
-from solbench.present.markup import fmt_si
 from solbench.present.ranking import best_results
+from solbench.units import si
 
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "tf32": "tf32",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8 e5m2", "int8": "int8"}
@@ -205,8 +205,8 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
         ax.set_xlabel("arithmetic intensity (FLOP / byte of minimal memory traffic)")
         ax.set_ylabel("achieved FLOP/s")
         # Plain-text tick labels (1k, not 10^3): easier to read, and no mathtext to lay out.
-        ax.xaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: f"{v:g}" if v < 1000 else fmt_si(v, "", 3)))
-        ax.yaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: fmt_si(v, "FLOP/s", 3)))
+        ax.xaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: f"{v:g}" if v < 1000 else si(v, "", 3)))
+        ax.yaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: si(v, "FLOP/s", 3)))
         # Grid at each decade only: minor ticks on two log axes cost most of the drawing time.
         ax.xaxis.set_minor_locator(mpl.ticker.NullLocator())
         ax.yaxis.set_minor_locator(mpl.ticker.NullLocator())
@@ -239,14 +239,14 @@ def _draw_roofs(ax, roofs: list[Roof], xlo: float, xhi: float) -> None:
         p0 = ax.transData.transform((x_lab, roof.bandwidth * x_lab))
         p1 = ax.transData.transform((x_lab * 10, roof.bandwidth * x_lab * 10))
         angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
-        ax.annotate(f"memory {fmt_si(roof.bandwidth, 'B/s')} ({roof.kind})", (x_lab, roof.bandwidth * x_lab),
+        ax.annotate(f"memory {si(roof.bandwidth, 'B/s')} ({roof.kind})", (x_lab, roof.bandwidth * x_lab),
                     xytext=(-4, 5) if above else (4, -5), textcoords="offset points", rotation=angle,
                     rotation_mode="anchor", fontsize=8, color="#333", ha="left", va="bottom" if above else "top")
         for dtype, peak in sorted(roof.peaks.items(), key=lambda kv: -kv[1]):
             ridge = roof.ridge(dtype)
             ax.plot([ridge, xhi], [peak, peak], ls=ls, color="#333", lw=1.4, zorder=2)
             ax.plot([ridge], [peak], marker="o", ms=4, color="#333", zorder=3)
-            ax.annotate(f"{SHORT_DTYPE.get(dtype, dtype)} {fmt_si(peak, 'FLOP/s')} ({roof.kind})", (xhi, peak),
+            ax.annotate(f"{SHORT_DTYPE.get(dtype, dtype)} {si(peak, 'FLOP/s')} ({roof.kind})", (xhi, peak),
                         xytext=(-4, 3 if above else -3), textcoords="offset points", fontsize=8, ha="right",
                         va="bottom" if above else "top", color="#333")
             ax.plot([ridge, ridge], [ax.get_ylim()[0], peak], ls=":", color="#999", lw=0.8, zorder=1)

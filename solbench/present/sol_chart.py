@@ -25,6 +25,7 @@ from solbench.present.chart_style import (
     single_gpu,
 )
 from solbench.present.ranking import best_results
+from solbench.units import sol_text
 
 MEMORY_HATCH = "////"
 LOG_BELOW = 0.05  # best SOL under this: the SOL axis is logarithmic
@@ -120,9 +121,9 @@ def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame
                    linewidth=0.4, alpha=0.45 if cand in hacked else 1.0)
             if show_values:
                 for x, sol in zip(bx, bs, strict=True):
-                    ax.text(x, above(sol, 0.015), f"{sol:.2f}" if sol >= 0.01 else f"{sol:.1g}", ha="center",
-                            va="bottom", fontsize=6.5,
-                            rotation=90 if n > 3 else 0, color="#333")
+                    text = sol_text(sol)  # upright only when there is room for it above its bar
+                    ax.text(x, above(sol, 0.015), text, ha="center", va="bottom", fontsize=6.5,
+                            rotation=90 if n > 3 or len(text) > 5 else 0, color="#333")
         if failed:
             fx = [x for x, _ in failed]
             ax.plot(fx, [above(ymin, 0.03) if log else ymax * 0.03] * len(fx), ls="none", marker="x",

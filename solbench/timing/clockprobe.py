@@ -208,17 +208,48 @@ _THROTTLE_BITS = {
 }
 
 
-def _nvml_handle(device_index: int = 0) -> Any:
+def init_nvml() -> Any:
+    """The pynvml module, initialised; raises where NVML is absent (no driver, no nvidia-ml-py)."""
     import pynvml
 
     pynvml.nvmlInit()
+    return pynvml
+
+
+def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
+    """The NVML handle of a CUDA device: by UUID when known (CUDA and NVML order may differ)."""
+    if uuid:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # noqa: BLE001 - fall back to the index
+            pass
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def nvml_uuid(torch_uuid: object) -> str:
+    """A device UUID as torch prints it, in NVML's form ('GPU-...')."""
+    text = str(torch_uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
+def clocks_event_reasons(nvml: Any, handle: Any) -> int:
+    """The device's current clocks-event (throttle) reason bits."""
+    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return int((read or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)(handle))  # the older, deprecated name
+
+
+def _torch_uuid(device_index: int) -> str | None:
     try:
         import torch
 
-        uuid = str(torch.cuda.get_device_properties(device_index).uuid)
-        return pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-    except Exception:  # noqa: BLE001 - UUID lookup is best effort; index is the fallback
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        return nvml_uuid(torch.cuda.get_device_properties(device_index).uuid)
+    except Exception:  # noqa: BLE001 - UUID lookup is best effort; the index is the fallback
+        return None
+
+
+def _nvml_handle(device_index: int = 0) -> Any:
+    pynvml = init_nvml()
+    return pynvml, nvml_handle(pynvml, _torch_uuid(device_index), device_index)
 
 
 def nvml_max_sm_mhz(device_index: int = 0) -> float | None:
@@ -234,9 +265,7 @@ def nvml_state(device_index: int = 0) -> dict | None:
     """SM clock, power, power limit, temperature and throttle reasons, or None without NVML."""
     try:
         pynvml, h = _nvml_handle(device_index)
-        reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        reasons = int(reasons_fn(h))
+        reasons = clocks_event_reasons(pynvml, h)
         return {
             "sm_mhz": float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
             "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,

@@ -34,7 +34,7 @@ class TimingConfig:
     warmup_s: float = 0.05  # warm-up by time
     method: str = "auto"  # "auto" | "events" | "graph" | "cpu"
     l2_bytes: int | None = None  # flush size = max(2*l2_bytes, 256 MiB) on CUDA if given
-    cupti: bool = False  # also collect the CUPTI cross-check
+    cupti: bool = True  # CUDA: time every stream from CUPTI activity records (events become the cross-check)
     # Beyond the engine's contract: knobs with safe defaults.
     graph_threshold_s: float = 20e-6  # auto picks graph below this first-estimate call time
     clock_probe: bool = True  # in-stream %globaltimer/clock64 probe around sample chunks (CUDA)

@@ -12,14 +12,22 @@ spin is sized from the measured host enqueue time and grows if the host falls be
 Graph (``solbench.timing.graph``): N back-to-back calls in one graph, ``flush; spin; start; replay; end``,
 per call = replay / N; no flush between calls (the L2 policy is in the method reason).
 
-Both: the device time of an empty event pair after the same flush and spin is measured once per
-timing and subtracted (``overhead_subtracted_s``), since it is in every timed window.
+All streams (``TimingConfig.cupti``, on by default): the sample loop runs inside a CUPTI trace
+of the whole context (solbench.timing.cupti), every sample ends with a device-wide synchronize,
+and a sample's time is the span of every kernel, copy and memset between its delimiter and the
+next one, on any stream and from any thread. Work a candidate hides on another stream, or delays
+past the end event, is counted. The events stay as a cross-check (``result.cupti``).
+
+Events only: the device time of an empty event pair after the same flush and spin is measured
+once per timing and subtracted (``overhead_subtracted_s``), since it is in every timed window.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +63,10 @@ CLOCK_CHUNK = 16  # events samples between clock snapshots
 # Graph time below half the eager estimate *and* this much below it: the captured work differs.
 # Eager keeps ~1-2 us of event latency on tiny kernels, so the absolute gap keeps them in graph mode.
 GRAPH_EAGER_GAP_S = 5e-6
+# Events vs the all-stream CUPTI span beyond this disagree (flag): per-call events carry ~3 us of
+# launch latency over the kernels (H200 probe), graph replays about 1 us per replay.
+EVENTS_VS_CUPTI_REL = 0.05
+EVENTS_VS_CUPTI_ABS_S = 3.0e-6
 
 
 _CACHE: dict[str, Any] = {}
@@ -128,6 +140,41 @@ class _Setup:
                 self.details["clock_probe_backend"] = self.probe.backend
             except Exception as err:  # noqa: BLE001 - no probe: timing still valid, clocks unknown
                 self.details["clock_probe_error"] = f"{type(err).__name__}: {err}"
+
+    def learn_delimiters(self) -> None:
+        """Names of the harness's own kernels around each sample (flush, spin, clock probe), learnt
+        once per process by tracing each alone, so the trace can be cut into samples."""
+        from solbench.timing.cupti import kernel_names
+
+        key = f"delimiters{self.device.index}:{self.flush_bytes}"
+        probe = self.probe.snapshot if self.probe is not None else None
+        self.delimiters = _cached(key, lambda: (kernel_names(self.flush), kernel_names(self.spin),
+                                                tuple(kernel_names(probe)) if probe else ()))
+
+    def traced(self) -> Any:
+        """A CUPTI trace of the whole context around a sample loop, or nothing (events only)."""
+        if not self.config.cupti:
+            return contextlib.nullcontext(None)
+        from solbench.timing.cupti import DeviceTrace
+
+        return DeviceTrace()
+
+    def all_stream_stats(self, trace: Any, n: int) -> list[dict] | None:
+        """Per-sample statistics of every stream's work, from the trace; None (and a flag) when
+        the trace cannot be cut into exactly the ``n`` samples that were timed."""
+        if trace is None:
+            return None
+        from solbench.timing.cupti import call_stats, split_calls
+
+        flush, spin, trailing = self.delimiters
+        events = trace.events()
+        calls = split_calls(events, flush, spin[0] if len(spin) == 1 else "?", trailing)
+        if len(calls) != n:
+            self.flags.append("cupti_unattributed")
+            self.details["cupti_error"] = f"trace cut into {len(calls)} samples, {n} were timed"
+            return None
+        timed = next(e["stream"] for e in events if e["name"] == spin[0])
+        return [call_stats(c, timed) for c in calls]
 
     def _measure_spin_hz(self) -> float:
         """Cycles per second of torch's spin kernel right now (to convert seconds to cycles)."""
@@ -234,6 +281,13 @@ class _ClockChunks:
 
 
 def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+    with st.traced() as trace:
+        samples, last, reason = _events_samples(st, fn, n_sets)
+    st.details["_all_streams"] = st.all_stream_stats(trace, len(samples))
+    return samples, last, reason
+
+
+def _events_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
     cfg = st.config
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -274,11 +328,25 @@ def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[lis
 def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
                 est_s: float) -> tuple[list[float], dict[int, Any], str]:
     """Per-call samples from whole replays of a batch of back-to-back calls (see solbench.timing.graph)."""
-    cfg = st.config
     calls = batch_calls(est_s, n_sets)
     graph, outs = capture(fn, n_sets, calls, st.device, st.stream)
     graph.replay()  # the first launch uploads the graph; not timed
     _synchronize()
+    with st.traced() as trace:
+        samples, reason = _graph_replays(st, graph)
+    st.details["_all_streams"] = st.all_stream_stats(trace, len(samples))
+    # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
+    last = {i: clone_output(out) for i, out in outs.items()}
+    _synchronize()
+    st.details.update(graph_calls_per_replay=calls, graph_replays=len(samples),
+                      graph_replay_median_s=sorted(samples)[len(samples) // 2])
+    del graph
+    return samples, last, reason
+
+
+def _graph_replays(st: _Setup, graph: Any) -> tuple[list[float], str]:
+    """Timed replays until the stop rule says enough: (replay times in s, stop reason)."""
+    cfg = st.config
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     samples: list[float] = []
@@ -301,84 +369,106 @@ def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
         reason = rule.should_stop(samples, _perf_counter_ns() - t0)  # a relative CI: scale-free
         if reason:
             break
-    # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
-    last = {i: clone_output(out) for i, out in outs.items()}
-    _synchronize()
-    st.details.update(graph_calls_per_replay=calls, graph_replays=len(samples),
-                      graph_replay_median_s=sorted(samples)[len(samples) // 2])
     st.details["_clocks"] = clocks
-    del graph
-    return samples, last, reason
+    return samples, reason
+
+
+def _choose_method(config: TimingConfig, est_s: float) -> tuple[str, str]:
+    if config.method in ("events", "graph"):
+        return config.method, "requested"
+    if est_s < config.graph_threshold_s:
+        return "graph", f"first event estimate {est_s * 1e6:.1f} us < {config.graph_threshold_s * 1e6:.0f} us"
+    return "events", f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
+
+
+def _graph_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int, est_s: float,
+                   reason: str) -> tuple[list[float] | None, dict[int, Any] | None, str, str]:
+    """Per-call graph samples (event-timed, overhead off), or None when graph mode does not apply."""
+    config = st.config
+    try:
+        replays, last, stop = _graph_loop(st, fn, n_sets, est_s)
+    except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
+        rng = getattr(err, "rng_status", "not checked")
+        st.details["graph_capture_rng"] = rng
+        # The engine should retire this worker: a failed capture can leave state behind
+        # (allocator pool, library handles) beyond what is restored here.
+        st.flags.append("graph_fallback")
+        if not rng.startswith("ok"):
+            st.flags.append("worker_poisoned")
+        return None, None, "", f"graph capture failed ({type(err).__name__}: {str(err)[:200]})"
+    calls = st.details["graph_calls_per_replay"]
+    overhead = min(st.empty_window_s if config.subtract_overhead else 0.0, 0.5 * min(replays))
+    st.details["_per_call_overhead"] = overhead / calls
+    samples = [(r - overhead) / calls for r in replays]
+    med = sorted(samples)[len(samples) // 2]
+    reason += "; " + l2_policy(n_sets, config.set_bytes, st.l2_bytes)
+    # A graph call far faster than the same call eager means the captured work differs from the
+    # eager work (e.g. a candidate that skips kernels while capturing), or the inputs sit in a
+    # warm L2 that the eager flush empties: either way, not comparable.
+    if med < 0.5 * est_s and est_s - med > GRAPH_EAGER_GAP_S:
+        st.flags.append("graph_much_faster_than_eager")
+        if config.method == "auto":
+            return None, None, "", (f"graph median {med * 1e6:.2f} us < half the eager estimate "
+                                    f"{est_s * 1e6:.2f} us: not trusted")
+    return samples, last, stop, reason
+
+
+def _events_samples_corrected(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+    raw, last, stop = _events_loop(st, fn, n_sets)
+    # Never subtract more than half the fastest sample: a bad empty-window reading cannot turn a
+    # real call into nothing.
+    overhead = min(st.empty_window_s if st.config.subtract_overhead else 0.0, 0.5 * min(raw))
+    st.details["_per_call_overhead"] = overhead
+    return [r - overhead for r in raw], last, stop
+
+
+def _all_stream_samples(st: _Setup, event_samples: list[float], calls_per_sample: int) -> tuple[list[float], dict | None]:
+    """The samples to report: every stream's span per call from CUPTI when the trace was cut into
+    the timed samples, else the event samples. The other reading is kept as the cross-check."""
+    stats = st.details.pop("_all_streams", None)
+    if not stats:
+        return event_samples, None
+    spans = [c["span_s"] / calls_per_sample for c in stats]
+    med = statistics.median
+    ev, cu = med(event_samples), med(spans)
+    info = {"timer": "cupti_all_streams", "events_median_s": ev, "span_median_s": cu, "rel_err": (ev - cu) / cu if cu else None,
+            "kernels_per_sample": med(c["kernels"] for c in stats), "streams": sorted({s for c in stats for s in c["streams"]}),
+            "timed_span_median_s": med(c["timed_span_s"] for c in stats) / calls_per_sample,
+            "tail_median_s": med(c["tail_s"] for c in stats) / calls_per_sample}
+    if len(info["streams"]) > 1:
+        st.flags.append("side_stream_work")
+        if info["tail_median_s"] > 1e-6:
+            st.flags.append("side_stream_tail")  # the end event fired before this work ended
+    if abs(ev - cu) > EVENTS_VS_CUPTI_REL * cu + EVENTS_VS_CUPTI_ABS_S:
+        st.flags.append("events_cupti_mismatch")
+    return spans, info
 
 
 def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
     if not torch.cuda.is_available():
-
         raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
     st = _Setup(config)
     warm_calls, est_s = _warmup(st, fn, n_sets)
     st.details["events_estimate_s"] = est_s
     st.measure_empty_window()
+    if config.cupti:
+        st.learn_delimiters()
 
-    method, reason = "events", ""
-    if config.method == "events":
-        reason = "requested"
-    elif config.method == "graph":
-        method, reason = "graph", "requested"
-    elif est_s < config.graph_threshold_s:
-        method, reason = "graph", f"first event estimate {est_s * 1e6:.1f} us < {config.graph_threshold_s * 1e6:.0f} us"
-    else:
-        reason = f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
-
-    samples = last = stop = None
-    overhead = st.empty_window_s if config.subtract_overhead else 0.0
-    per_call_overhead = overhead
+    method, reason = _choose_method(config, est_s)
+    samples = None
     if method == "graph":
-        try:
-            replays, last, stop = _graph_loop(st, fn, n_sets, est_s)
-            calls = st.details["graph_calls_per_replay"]
-            overhead = min(overhead, 0.5 * min(replays))  # as in events mode, below
-            per_call_overhead = overhead / calls
-            samples = [(r - overhead) / calls for r in replays]
-            med = sorted(samples)[len(samples) // 2]
-            reason += "; " + l2_policy(n_sets, config.set_bytes, st.l2_bytes)
-            # A graph call far faster than the same call eager means the captured work differs
-            # from the eager work (e.g. a candidate that skips kernels while capturing), or the
-            # inputs sit in a warm L2 that the eager flush empties: either way, not comparable.
-            if med < 0.5 * est_s and est_s - med > GRAPH_EAGER_GAP_S:
-                st.flags.append("graph_much_faster_than_eager")
-                if config.method == "auto":
-                    method, reason = "events", (f"graph median {med * 1e6:.2f} us < half the eager estimate "
-                                                f"{est_s * 1e6:.2f} us: not trusted")
-                    samples = None
-        except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
-            rng = getattr(err, "rng_status", "not checked")
-            st.details["graph_capture_rng"] = rng
-            # The engine should retire this worker: a failed capture can leave state behind
-            # (allocator pool, library handles) beyond what is restored here.
-            st.flags.append("graph_fallback")
-            if not rng.startswith("ok"):
-                st.flags.append("worker_poisoned")
-            method, reason = "events", f"graph capture failed ({type(err).__name__}: {str(err)[:200]})"
-            samples = None
+        samples, last, stop, reason = _graph_samples(st, fn, n_sets, est_s, reason)
     if samples is None:
-        per_call_overhead = overhead
-        raw, last, stop = _events_loop(st, fn, n_sets)
-        # Never subtract more than half the fastest sample: a bad empty-window reading cannot
-        # turn a real call into nothing.
-        per_call_overhead = min(overhead, 0.5 * min(raw))
-        samples = [r - per_call_overhead for r in raw]
-
+        method = "events"
+        samples, last, stop = _events_samples_corrected(st, fn, n_sets)
+    calls = st.details["graph_calls_per_replay"] if method == "graph" else 1
+    samples, cupti = _all_stream_samples(st, samples, calls)
+    overhead = 0.0 if cupti else st.details.pop("_per_call_overhead", 0.0)
+    st.details.pop("_per_call_overhead", None)
     clocks = st.details.pop("_clocks")
     result = make_result(samples, method=method, method_reason=reason, flush_bytes=st.flush_bytes,
                          warmup_calls=warm_calls, stop_reason=stop, flags=st.flags, details=st.details,
-                         overhead_subtracted_s=per_call_overhead)
+                         overhead_subtracted_s=overhead, cupti=cupti)
     result.clock, clock_flags = clocks.summary(result.median_s)
     result.flags.extend(clock_flags)
-    if config.cupti:
-        from solbench.timing.cupti import cross_check
-
-        result.cupti = cross_check(fn, n_sets, result.median_s, flush=st.flush, method=method)
-        result.flags.extend(f for f in result.cupti.get("flags", []) if f not in result.flags)
     return result, last
-

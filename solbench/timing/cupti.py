@@ -1,5 +1,10 @@
-"""CUPTI cross-check of a timing, through torch.profiler (Kineto): device time of every kernel a
-call launched, on every stream.
+"""All-stream device time from CUPTI activity records, through torch.profiler (Kineto): every
+kernel, copy and memset a call caused, on every stream of the context, from any thread.
+
+The CUDA timers (solbench.timing.cuda) run their sample loop inside a :class:`DeviceTrace`; each
+sample is ``flush; spin; fn(i); device synchronize``, so :func:`split_calls` cuts the timeline
+into samples at the flush+spin delimiters and :func:`call_stats` gives each one's span (first
+start to last end, all streams). :func:`cross_check` is the stand-alone form, kept for tools.
 
 Each profiled call runs as ``flush; synchronize; spin; fn(i); synchronize``. The synchronisations
 make each call's work (on any stream) sit between its own delimiter and the next one on the
@@ -38,6 +43,42 @@ SPIN_CYCLES = 20_000  # ~10 us: long enough to be a clear delimiter, short enoug
 _delimiter_cache: dict[int, tuple[list[str], str]] = {}
 
 
+def _kineto_device_events(prof: Any) -> list[dict]:
+    """Device activities straight from Kineto's results (no trace file); [] if this torch lacks them."""
+    try:
+        raw = prof.profiler.kineto_results.events()
+    except AttributeError:
+        return []
+    out = []
+    for e in raw:
+        if e.activity_type() in DEVICE_CATS:
+            out.append({"name": e.name(), "cat": e.activity_type(), "ts_us": e.start_ns() / 1e3,
+                        "dur_us": e.duration_ns() / 1e3, "stream": e.device_resource_id()})
+    out.sort(key=lambda e: e["ts_us"])
+    return out
+
+
+class DeviceTrace:
+    """Collects the device activities of the whole CUDA context while open (CUDA activity only:
+    no CPU op recording, so the host cost per launch stays small)."""
+
+    def __enter__(self) -> DeviceTrace:
+        from torch.profiler import ProfilerActivity, profile
+
+        self._prof = profile(activities=[ProfilerActivity.CUDA])
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+        self._prof.__exit__(*exc)
+
+    def events(self) -> list[dict]:
+        return _kineto_device_events(self._prof) or _trace_device_events(self._prof)
+
+
 def _trace_device_events(prof: Any) -> list[dict]:
     """Device activities (kernels, memcpy, memset) from the profiler's Chrome trace, by start."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="solbench_trace_")
@@ -61,13 +102,16 @@ def _trace_device_events(prof: Any) -> list[dict]:
 
 def _profile(body: Callable[[], None]) -> list[dict]:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with DeviceTrace() as trace:
         body()
-        torch.cuda.synchronize()
-    return _trace_device_events(prof)
+    return trace.events()
+
+
+def kernel_names(body: Callable[[], None]) -> list[str]:
+    """Names of the device activities one call of ``body`` causes, in order."""
+    return [e["name"] for e in _profile(body)]
 
 
 def _delimiters(flush: Callable[[], None], key: int) -> tuple[list[str], str]:
@@ -75,16 +119,21 @@ def _delimiters(flush: Callable[[], None], key: int) -> tuple[list[str], str]:
     if key not in _delimiter_cache:
         import torch
 
-        flush_names = [e["name"] for e in _profile(flush)]
-        spin = [e["name"] for e in _profile(lambda: torch.cuda._sleep(SPIN_CYCLES))]
+        flush_names = kernel_names(flush)
+        spin = kernel_names(lambda: torch.cuda._sleep(SPIN_CYCLES))
         if not flush_names or len(spin) != 1:
             raise RuntimeError(f"cannot learn delimiter kernels (flush: {flush_names}, spin: {spin})")
         _delimiter_cache[key] = (flush_names, spin[0])
     return _delimiter_cache[key]
 
 
-def split_calls(events: list[dict], flush_names: list[str], spin_name: str) -> list[list[dict]]:
-    """Split a device timeline into calls: each call starts after a [flush..., spin] delimiter."""
+def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
+                trailing: tuple[str, ...] = ()) -> list[list[dict]]:
+    """Split a device timeline into calls: each call starts after a [flush..., spin] delimiter.
+
+    ``trailing``: the names, in order, of the harness's own activities that may run after a call's
+    synchronisation (the clock probe); that exact sequence at the very end of a call is dropped.
+    """
     names = [e["name"] for e in events]
     k = len(flush_names)
     starts = []
@@ -98,29 +147,30 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str) -> l
     calls = []
     for n, (_, body_start) in enumerate(starts):
         body_end = starts[n + 1][0] if n + 1 < len(starts) else len(events)
-        calls.append(events[body_start:body_end])
+        body = events[body_start:body_end]
+        k = len(trailing)
+        if k and len(body) > k and tuple(e["name"] for e in body[-k:]) == tuple(trailing):
+            body = body[:-k]
+        calls.append(body)
     return calls
+
+
+def call_stats(call: list[dict], timed_stream: Any) -> dict:
+    """One call's device activities: count, summed time, span over all streams, the timed stream's
+    span and the tail of other streams' work after it (seconds), and the streams used."""
+    if not call:
+        return {"kernels": 0, "sum_s": 0.0, "span_s": 0.0, "timed_span_s": 0.0, "tail_s": 0.0, "streams": []}
+    start = min(e["ts_us"] for e in call)
+    end = max(e["ts_us"] + e["dur_us"] for e in call)
+    timed_end = max((e["ts_us"] + e["dur_us"] for e in call if e["stream"] == timed_stream), default=start)
+    return {"kernels": len(call), "sum_s": sum(e["dur_us"] for e in call) * 1e-6, "span_s": (end - start) * 1e-6,
+            "timed_span_s": (timed_end - start) * 1e-6, "tail_s": max(0.0, end - timed_end) * 1e-6,
+            "streams": sorted({str(e["stream"]) for e in call})}
 
 
 def summarize_calls(calls: list[list[dict]], timed_stream: Any) -> dict:
     """Per-call kernel statistics (seconds) and the stream flags."""
-    per_call = []
-    for call in calls:
-        if not call:
-            per_call.append({"kernels": 0, "sum_s": 0.0, "span_s": 0.0, "timed_span_s": 0.0, "streams": []})
-            continue
-        start = min(e["ts_us"] for e in call)
-        end = max(e["ts_us"] + e["dur_us"] for e in call)
-        timed = [e for e in call if e["stream"] == timed_stream]
-        timed_end = max((e["ts_us"] + e["dur_us"] for e in timed), default=start)
-        per_call.append({
-            "kernels": len(call),
-            "sum_s": sum(e["dur_us"] for e in call) * 1e-6,
-            "span_s": (end - start) * 1e-6,
-            "timed_span_s": (timed_end - start) * 1e-6,
-            "tail_s": max(0.0, end - timed_end) * 1e-6,
-            "streams": sorted({str(e["stream"]) for e in call}),
-        })
+    per_call = [call_stats(call, timed_stream) for call in calls]
     names: dict[str, list[float]] = {}
     for call in calls:
         for e in call:

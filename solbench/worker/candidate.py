@@ -3,20 +3,22 @@
 The parent only describes a candidate file (name, path, hash) and never imports it; the worker
 loads it with :func:`load_candidate`. Any failure while importing (syntax error, missing module,
 an exception or ``sys.exit`` at import time) or a missing ``run`` is a :class:`CandidateLoadError`,
-which the worker reports as ``COMPILE_ERROR``.
+which the worker reports as ``COMPILE_ERROR``. A candidate that reuses another file next to it (its
+``torch_eager.py``, a helper) loads it with :func:`load_sibling`, exported as ``solbench.load_sibling``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from solbench.data.inputs import import_file, module_name
 from solbench.errors import SolbenchError
 
 
@@ -73,28 +75,41 @@ def shipped_candidates(problem_folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
 
 
+def load_sibling(file: str | Path, name: str) -> ModuleType:
+    """Import the Python file ``name`` from the folder of ``file`` and return the module.
+
+    For candidate authors: ``_eager = solbench.load_sibling(__file__, "torch_eager.py").run``. Each
+    file gets a module name of its own, so the ``torch_eager.py`` of two problems never collide in
+    one worker (a plain ``import torch_eager`` gives whichever was imported first), and the module
+    counts as candidate code for the guards, like the candidate itself.
+    """
+    path = Path(file).resolve().parent / name
+    if not path.is_file():
+        raise FileNotFoundError(f"load_sibling: no file {name!r} next to {Path(file).name}")
+    return import_file(path, module_name("solbench_candidate_sibling_", path))
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else text.strip()
 
 
+def _import_failure(err: BaseException) -> CandidateLoadError:
+    """Called while ``err`` is being handled (its traceback goes to the log)."""
+    return CandidateLoadError(f"{type(err).__name__} while importing: {_last_line(str(err)) or type(err).__name__}",
+                              traceback.format_exc())
+
+
 def load_candidate(path: str | Path) -> Callable[..., Any]:
     """Import a candidate file by path and return its ``run``. Raises CandidateLoadError (worker side)."""
     path = Path(path)
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    mod_name = f"solbench_candidate_{digest}"
     # Helper modules next to the candidate are importable; appended so they never shadow libraries.
     if str(path.parent) not in sys.path:
         sys.path.append(str(path.parent))
     try:
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        if spec is None or spec.loader is None:
-            raise CandidateLoadError(f"{path.name} cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    except CandidateLoadError:
-        raise
+        module = import_file(path, module_name("solbench_candidate_", path))
+    except ImportError as err:  # name None: the file itself is not a module; else an import inside it failed
+        raise (CandidateLoadError(str(err)) if err.name is None else _import_failure(err)) from None
     except SyntaxError as err:
         where = f"line {err.lineno}" if err.lineno else "unknown line"
         raise CandidateLoadError(f"SyntaxError at {where}: {err.msg}", traceback.format_exc()) from None
@@ -104,9 +119,7 @@ def load_candidate(path: str | Path) -> Callable[..., Any]:
     except BaseException as err:  # anything at import time is the candidate's failure to load
         if isinstance(err, KeyboardInterrupt):
             raise
-        tb = traceback.format_exc()
-        raise CandidateLoadError(f"{type(err).__name__} while importing: {_last_line(str(err)) or type(err).__name__}",
-                                 tb) from None
+        raise _import_failure(err) from None
     run = getattr(module, "run", None)
     if run is None:
         raise CandidateLoadError(f"{path.name} defines no run(); a candidate must define run(...) with the "

@@ -72,10 +72,11 @@ def _worker_env(work_dir: Path) -> dict[str, str]:
 
 
 class WorkerClient:
-    """One worker process for one candidate on one device."""
+    """One worker process for one candidate on one device; ``guards=False`` starts it without its guards."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, guards: bool = True):
         self.device = device
+        self.guards = guards
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.dir: Path | None = None
@@ -92,7 +93,7 @@ class WorkerClient:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "solbench.worker", "--fd", str(child_sock.fileno()),
-                 "--parent", str(os.getpid())],
+                 "--parent", str(os.getpid()), *([] if self.guards else ["--no-guards"])],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir), start_new_session=True,
             )
@@ -116,11 +117,6 @@ class WorkerClient:
             raise WorkerStartError(f"the worker process sent {str(hello)[:200]} instead of hello")
         self.ready = True
         self.ready_at = time.monotonic()
-
-    def start(self, timeout_s: float) -> None:
-        """spawn() and wait_ready()."""
-        self.spawn()
-        self.wait_ready(timeout_s)
 
     @property
     def log_path(self) -> Path:

@@ -1,11 +1,12 @@
 """The worker: the only process that runs candidate code.
 
 Started by the parent (:mod:`solbench.worker.client`) as ``python -m solbench.worker --fd N
---parent PID`` in a new session (its own process group, so a timeout kills everything it
-started, and the group dies with the parent), with stdout and stderr redirected to a log file the
-parent reads back size-limited. The worker imports
-:mod:`solbench.timing` (which binds its timer functions) and the optional :mod:`solbench.guards`
-*before* any candidate code, then serves requests on the socket ``N``.
+--parent PID [--no-guards]`` in a new session (its own process group, so a timeout kills everything
+it started, and the group dies with the parent), with stdout and stderr redirected to a log file
+the parent reads back size-limited. The worker imports :mod:`solbench.timing` (which binds its
+timer functions) and sets up :mod:`solbench.guards` (baselines, process limits) *before* any
+candidate code, then serves requests on the socket ``N``. With ``--no-guards`` (the "engine only"
+comparison, ``RunOptions.guards`` off) it sets up no guard and reports no finding.
 
 Protocol: every message is a JSON header plus raw tensor frames (:mod:`solbench.worker.wire`; nothing is
 pickled). The worker sends data only; the parent decides every verdict. Requests and replies:
@@ -30,8 +31,8 @@ A failed request replies ``{"ok": false, "kind": "runtime", "message": first [..
 "shape", "dtype", "device", "contiguous", "aliases", "data"}`` where ``data`` (the values, on the
 CPU) is present only for a plain ``torch.Tensor`` with the expected shape and dtype, so a reply's
 size is bounded by what the parent expects; or ``{"kind": "other", "type": str}``.
-``findings`` are worker-side observations for the parent's guards (``solbench.guards``, when it
-defines ``worker_findings(phase, context) -> list[dict]``).
+``findings`` are worker-side observations for the parent's guards
+(:func:`solbench.guards.worker_findings`; always empty with ``--no-guards``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from dataclasses import fields
 from typing import Any
 
 # Bound at import, before any candidate code: a candidate that replaces the module's function
-# does not replace the comparison this worker makes.
+# does not replace the comparison this worker makes (nor the hook it calls).
+from solbench.guards import setup_worker, worker_findings
 from solbench.guards.fingerprints import same_bytes
 
 # Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
@@ -270,28 +272,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m solbench.worker")
     parser.add_argument("--fd", type=int, required=True, help="connected socket to the parent")
     parser.add_argument("--parent", type=int, default=None, help="the parent's pid (the worker dies with it)")
+    parser.add_argument("--no-guards", dest="guards", action="store_false",
+                        help="no guard set up, no finding reported (the engine-only comparison)")
     args = parser.parse_args(argv)
     _limit_resources()
     _die_with_parent(args.parent if args.parent is not None else os.getppid())
     # Trusted modules first: timing binds its timer functions at import.
     timing = importlib.import_module("solbench.timing")
-    try:
-        guards = importlib.import_module("solbench.guards")
-    except ModuleNotFoundError as err:
-        if err.name != "solbench.guards":
-            raise
-        guards = None
-    findings_hook = None
-    if guards is not None:
-        # Baselines and process limits before the candidate is imported (idempotent: importing
-        # the guards in the worker already did it); the worker's folder is the current one.
-        setup = getattr(guards, "setup_worker", None)
-        if setup is not None:
-            setup(os.getcwd())
-        findings_hook = getattr(guards, "worker_findings", None)
+    if args.guards:
+        # Baselines and process limits before the candidate is imported; the worker's folder is
+        # the current one.
+        setup_worker(os.getcwd())
     sock = socket.socket(fileno=args.fd)
     sock.set_inheritable(False)  # processes the candidate starts do not get the channel
-    code = serve(sock, Worker(timing, findings_hook))
+    code = serve(sock, Worker(timing, worker_findings if args.guards else None))
     sock.close()
     sys.stdout.flush()
     sys.stderr.flush()

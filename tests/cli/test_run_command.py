@@ -169,7 +169,7 @@ def test_faster_than_the_roofline_is_a_reward_hack(monkeypatch, capsys, tmp_path
                     "--budget", "0.05", "-q", "-s", str(CANDIDATES / "honest.py"))
     assert code == 1
     (rec,) = read_records([out])[0]
-    assert rec["status"] == "REWARD_HACK" and "faster than the roofline allows" in rec["reason"]
+    assert rec["status"] == "REWARD_HACK" and "faster than the device allows" in rec["reason"]
     assert rec["time_s"] is None and rec["timing"]["median_s"] > 0
 
 
@@ -223,6 +223,17 @@ def _hanging_child(parent: int) -> int | None:
     return None
 
 
+def test_no_guards_warns_and_flags_every_record(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "r.jsonl"
+    code, err = _main(monkeypatch, capsys, "run", str(TINY / "scaled_add"), "--device", "cpu", "-o", str(out),
+                      "--budget", "0.05", "--workload", "n4", "-q", "--no-guards",
+                      "-s", str(CANDIDATES / "honest.py"), "-s", str(CANDIDATES / "replaces_findings_hook.py"))
+    assert code == 0, err  # the cheat the guards reject passes without them
+    assert "warning: guards off (--no-guards)" in err and "never use this for untrusted code" in err
+    rows, _ = read_records([out])
+    assert [r["status"] for r in rows] == ["PASSED", "PASSED"] and all("guards-off" in r["flags"] for r in rows)
+
+
 # --- user errors: one line, exit 2, no traceback ------------------------------------------------
 
 @pytest.mark.parametrize("args, fragment", [
@@ -233,6 +244,8 @@ def _hanging_child(parent: int) -> int | None:
     (["run", str(TINY / "scaled_add"), "-s", str(CANDIDATES / "honest.py"), "--device", "cpu", "--gpu", "h999"],
      "unknown GPU 'h999'"),
     (["run", str(TINY / "scaled_add"), "--device", "cpu"], "ships no candidates"),
+    (["run", str(TINY / "scaled_add"), "-s", str(CANDIDATES / "honest.py"), "--device", "cpu", "--timing-method",
+      "graph"], "timing method 'graph' needs --device cuda"),
 ])
 def test_user_errors(monkeypatch, capsys, args, fragment):
     code, err = _main(monkeypatch, capsys, *args)

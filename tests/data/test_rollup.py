@@ -1,5 +1,5 @@
 """solbench.data.rollup on small synthetic problems: axis binding per scenario, phase selection, runs,
-errors, and the markdown blocks (render, update, --check)."""
+errors, and the markdown blocks (render, update, check; the command is scripts/render_model_layers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import yaml
 
 from solbench.data.hardware import load_spec
 from solbench.data.problem import load_problem
-from solbench.data.rollup import RollupError, main, model_rollup, render_markdown, scenario, update_markdown
+from solbench.data.rollup import RollupError, model_rollup, render_markdown, scenario, update_markdown
 from solbench.errors import SolbenchError
 
 
@@ -92,7 +92,7 @@ def test_unknown_model_and_unbindable_axes(toy, tmp_path):
     assert issubclass(RollupError, SolbenchError)
 
 
-def test_markdown_blocks_render_update_and_check(toy, tmp_path, capsys):
+def test_markdown_blocks_render_update_and_check(toy, tmp_path):
     doc = tmp_path / "layers.md"
     doc.write_text("# T\n<!-- rollup model=toy tokens=2 phase=decode context=8 -->\nold\n<!-- /rollup -->\ntail\n")
     assert update_markdown(doc, toy, check=True) is True
@@ -104,6 +104,7 @@ def test_markdown_blocks_render_update_and_check(toy, tmp_path, capsys):
     assert update_markdown(doc, toy) is False
     bad = tmp_path / "bad.md"
     bad.write_text("<!-- rollup tokens=2 -->\n<!-- /rollup -->\n")
-    assert main([str(bad), "--problems", str(tmp_path)]) == 2
-    assert "needs model=" in capsys.readouterr().err
-    assert main([str(tmp_path / "missing.md")]) == 2
+    with pytest.raises(RollupError, match="needs model="):
+        update_markdown(bad, tmp_path)
+    with pytest.raises(RollupError, match="not found"):
+        update_markdown(tmp_path / "missing.md", tmp_path)

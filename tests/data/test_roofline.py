@@ -59,10 +59,20 @@ def test_seed_article_decode_is_memory_bound(tmp_path):
     assert pt.t_ideal_s == pytest.approx(pt.bytes / 4e12)
 
 
-def test_ridge_and_attainable():
+def test_workload_point_takes_resolved_axes(tmp_path):
+    """The engine passes the axes its cases were built with: the point is computed from those."""
+    p = seed_problem(tmp_path)
+    assert rl.workload_point(p, "prefill", ARTICLE_SPEC, p.resolve_axes(p.workload("prefill"))) == \
+        rl.workload_point(p, "prefill", ARTICLE_SPEC)
+    b, s, h = 2, 3, 8  # shrunk, as tests run it
+    pt = rl.workload_point(p, "prefill", ARTICLE_SPEC, {"B": b, "S": s, "H": h})
+    assert pt.workload == "prefill" and pt.flops == 2 * b * s * h * h
+    assert pt.bytes == (3 * b * s * h + h * h) * 2
+    assert pt.t_ideal_s == max(pt.flops / 1000e12, pt.bytes / 4e12)
+
+
+def test_ridge_and_intensity():
     assert rl.ridge_point(989.4e12, 4.8e12) == pytest.approx(206.1, abs=0.1)
-    assert rl.attainable_flops(10, 989.4e12, 4.8e12) == 48e12
-    assert rl.attainable_flops(1e4, 989.4e12, 4.8e12) == 989.4e12
     assert rl.arithmetic_intensity(5, 0) == math.inf
 
 

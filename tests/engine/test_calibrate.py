@@ -1,5 +1,7 @@
 """`solbench calibrate` on the CPU for real (--quick), the spec it writes."""
 
+import importlib.metadata
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +35,13 @@ def test_cpu_calibrate_writes_a_spec_that_loads(cpu_spec):
     assert "float32" in spec.peak_flops
     m = spec.measured.model_dump()
     assert m["versions"]["torch"] and m["quick"] is True
+    # One version collector for records and calibration: the installed distributions, read independently.
+    for dist in ("numpy", "nvidia-ml-py", "triton"):
+        try:
+            assert m["versions"][dist] == importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            assert dist not in m["versions"]
+    assert m["versions"]["python"] == platform.python_version()
     # The roof numbers are the measured ones, not something else: peaks = burst matmul rates,
     # bandwidth = the better of copy and read.
     for k, v in spec.peak_flops.items():

@@ -18,11 +18,9 @@ from solbench.data.results import append_records, read_records
 from solbench.data.roofline import workload_point
 from solbench.engine.cases import derive_seed, prepare_cases, timing_set_count
 from solbench.engine.scoring import (
-    FLOOR_SLACK,
     Evaluation,
     build_record,
     cpu_estimate_spec,
-    physics_floor,
     resolve_spec,
 )
 from solbench.worker.candidate import describe_candidates
@@ -62,7 +60,8 @@ def test_cases_fresh_per_round_and_reference_on_pristine_copies():
 @pytest.mark.parametrize("set_bytes, device, l2, memory, expected", [
     (32 << 20, "cuda", 60 << 20, 100 << 30, 4),  # 2 * 60 MiB / 32 MiB + 1: total exceeds 2x L2
     (512 << 20, "cuda", 60 << 20, 100 << 30, 2),  # big sets: the minimum of two
-    (4096, "cuda", 60 << 20, 100 << 30, 64),  # tiny sets: capped (the L2 flush does the rest)
+    (4096, "cuda", 60 << 20, 100 << 30, 256),  # tiny sets: capped (the L2 flush does the rest)
+    (1 << 20, "cuda", 60 << 20, 100 << 30, 121),  # 1 MiB of inputs: enough sets for a cold L2 in graph mode
     (1 << 30, "cuda", 60 << 20, 4 << 30, 2),  # memory-bound cap never goes below two
     (8 << 20, "cuda", 60 << 20, 300 << 20, 3),  # a quarter of 300 MiB holds 3 sets of 3 x 8 MiB
     (4096, "cpu", None, 8 << 30, 4),
@@ -72,21 +71,8 @@ def test_timing_set_count(set_bytes, device, l2, memory, expected):
     n = timing_set_count(set_bytes, device, l2, memory)
     assert n == expected
     memory_capped = memory // 4 // (3 * set_bytes) <= n
-    if device == "cuda" and n < 64 and not memory_capped:
+    if device == "cuda" and n < 256 and not memory_capped:
         assert n * set_bytes > 2 * l2
-
-
-def test_physics_floor():
-    spec = load_spec("h200_sxm")
-    problem = load_problem(TINY / "scaled_add")
-    roof = workload_point(problem, "n32", spec)
-    fast = Evaluation(Status.PASSED, timing={"median_s": roof.t_ideal_s * (FLOOR_SLACK - 0.01)})
-    assert physics_floor(fast, roof, spec.id).status == Status.REWARD_HACK
-    assert "faster than the roofline allows" in fast.reason and "below_physics_floor" in fast.flags
-    ok = Evaluation(Status.PASSED, timing={"median_s": roof.t_ideal_s * (FLOOR_SLACK + 0.01)})
-    assert physics_floor(ok, roof, spec.id).status == Status.PASSED
-    failed = Evaluation(Status.INCORRECT, "x", timing={"median_s": roof.t_ideal_s / 100})
-    assert physics_floor(failed, roof, spec.id).status == Status.INCORRECT
 
 
 def test_cpu_estimate_is_an_upper_bound_on_one_core():
@@ -125,9 +111,9 @@ def test_build_record_scores_only_passed():
 
 def test_run_problems_in_process(tmp_path):
     out = tmp_path / "r.jsonl"
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=123, compile_timeout_s=60, workers_ahead=1)
     result = solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "honest.py", CANDIDATES / "wrong_values.py"],
-                                   device="cpu", output=out, budget_s=0.05, workloads=["n4"], seed=123,
-                                   compile_timeout_s=60, workers_ahead=1)
+                                   options, output=out, workloads=["n4"])
     assert [(r.solution, r.status) for r in result.records] == [("honest", "PASSED"), ("wrong_values", "INCORRECT")]
     assert not result.all_passed
     rows, warnings = read_records([out])
@@ -181,10 +167,27 @@ def test_guards_cannot_be_blinded_from_the_candidate(tmp_path):
     assert blind.status == "REWARD_HACK" and "left process" in blind.reason and "guard:process" in blind.flags
 
 
+def test_guards_off_flags_every_record_and_reviews_nothing(tmp_path):
+    """The engine-only comparison: the cheat that the guards call a reward hack (above) passes, and
+    every record of the run says the guards were off."""
+    result = solbench.run_problems([TINY / "scaled_add"], [CANDIDATES / "honest.py",
+                                                           CANDIDATES / "replaces_findings_hook.py"],
+                                   output=tmp_path / "r.jsonl", workloads=["n4"], device="cpu", budget_s=0.05,
+                                   compile_timeout_s=60, workers_ahead=0, guards=False)
+    assert [(r.solution, r.status) for r in result.records] == [("honest", "PASSED"),
+                                                                ("replaces_findings_hook", "PASSED")]
+    for r in result.records:
+        assert "guards-off" in r.flags and not [f for f in r.flags if f.startswith("guard:")]
+        assert "findings" not in r.correctness
+    rows, _ = read_records([tmp_path / "r.jsonl"])
+    assert all("guards-off" in r["flags"] for r in rows)
+
+
 def test_parent_is_undumpable_after_a_run_starts(tmp_path):
     import ctypes
 
-    from solbench.engine.runner import Runner, RunOptions
+    from solbench.engine.options import RunOptions
+    from solbench.engine.runner import Runner
 
     Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
     pr_get_dumpable = 3

@@ -6,6 +6,8 @@ import pytest
 
 from solbench.engine import telemetry
 from solbench.engine.telemetry import TelemetrySampler, decode_reasons, summarize, throttle_flags
+from solbench.timing import clockprobe
+from solbench.timing.clockprobe import clocks_event_reasons, nvml_handle
 
 
 def test_decode_reasons_names_each_bit():
@@ -63,7 +65,7 @@ def test_missing_nvml_is_unavailable_not_an_error(monkeypatch):
     def no_nvml():
         raise ModuleNotFoundError("No module named 'pynvml'")
 
-    monkeypatch.setattr(telemetry, "_nvml", no_nvml)
+    monkeypatch.setattr(telemetry, "init_nvml", no_nvml)
     with TelemetrySampler("cuda") as t:
         pass
     res = t.result()
@@ -105,7 +107,7 @@ class _FakeNvml:
 
 def test_sampler_ors_reasons_over_samples(monkeypatch):
     fake = _FakeNvml()
-    monkeypatch.setattr(telemetry, "_nvml", lambda: fake)
+    monkeypatch.setattr(telemetry, "init_nvml", lambda: fake)
     with TelemetrySampler("cuda", "GPU-x", interval_s=0.01) as t:
         import time
 
@@ -115,3 +117,57 @@ def test_sampler_ors_reasons_over_samples(monkeypatch):
     assert res["sm_min_mhz"] == 1470 and res["sm_max_mhz"] == 1980
     assert res["power_throttled"] and res["clocks_event_reasons"] == 0x4
     assert res["energy_j"] == pytest.approx(1.0)
+
+
+# --- the NVML helpers the sampler, the environment and the clock probe share (timing.clockprobe) ---
+
+class _Handles:
+    """NVML's two lookups, by UUID (known UUIDs only) and by index, as distinguishable handles."""
+
+    def __init__(self, known_uuid: str):
+        self.known_uuid = known_uuid
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid != self.known_uuid:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return f"uuid:{uuid}"
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"index:{i}"
+
+
+def test_nvml_handle_by_uuid_then_index():
+    nv = _Handles("GPU-a")
+    assert nvml_handle(nv, "GPU-a", 3) == "uuid:GPU-a"
+    assert nvml_handle(nv, "GPU-b", 3) == "index:3"  # CUDA and NVML disagree: the index is the fallback
+    assert nvml_handle(nv, None, 1) == "index:1"
+
+
+class _OldNvml(_FakeNvml):
+    """A driver binding with only the deprecated throttle-reasons name."""
+
+    nvmlDeviceGetCurrentClocksEventReasons = None
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x40
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+
+def test_clocks_event_reasons_reads_either_name():
+    assert clocks_event_reasons(_FakeNvml(), "h") == 0x0
+    assert clocks_event_reasons(_OldNvml(), "h") == 0x40
+
+
+def test_sampler_and_clock_probe_read_reasons_through_the_shared_helpers(monkeypatch):
+    old = _OldNvml()
+    monkeypatch.setattr(telemetry, "init_nvml", lambda: old)
+    with TelemetrySampler("cuda", "GPU-x", interval_s=0.01) as t:
+        pass
+    res = t.result()
+    assert res["clocks_event_reasons"] == 0x40 and res["thermal_throttled"] and not res["power_throttled"]
+    monkeypatch.setattr(clockprobe, "init_nvml", lambda: old)
+    state = clockprobe.nvml_state(0)
+    assert state is not None and state["reasons"] == 0x40 and state["throttled"] == ["hw_thermal"]
+    assert (state["power_w"], state["power_limit_w"]) == (650.0, 700.0)

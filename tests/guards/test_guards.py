@@ -26,7 +26,6 @@ from solbench.guards import (
     compare_fingerprints,
     input_fingerprints,
     memoization_probe,
-    physics_floor,
     review,
     worst,
 )
@@ -63,22 +62,6 @@ def test_worst_prefers_reward_hack_then_the_first() -> None:
     assert worst([a, b, c]) is b
     assert worst([a]) is a
     assert worst([]) is None
-
-
-@pytest.mark.parametrize(("time_s", "t_ideal_s", "flagged"), [
-    (0.89e-6, 1e-6, True), (0.9e-6, 1e-6, False), (5e-6, 1e-6, False), (0.0, 1e-6, True), (-1.0, 1e-6, True),
-    (float("nan"), 1e-6, True), (1e-9, 0.0, False), (1e-9, float("inf"), False),
-])
-def test_physics_floor(time_s: float, t_ideal_s: float, flagged: bool) -> None:
-    f = physics_floor(time_s, t_ideal_s)
-    assert (f is not None) == flagged
-    if f is not None:
-        assert f.status == REWARD_HACK and f.reason
-
-
-def test_physics_floor_slack() -> None:
-    assert physics_floor(0.7e-6, 1e-6, slack=0.8) is not None
-    assert physics_floor(0.85e-6, 1e-6, slack=0.8) is None
 
 
 # --- output objects ----------------------------------------------------------------------------

@@ -116,8 +116,8 @@ def test_layer_rollups(library):
 
 
 def test_readme_table_is_current():
-    render = load_module(PROBLEMS_DIR / "update_readme.py", "readme").render
+    render = load_module(ROOT / "scripts" / "update_problems_readme.py", "readme").render
     readme = PROBLEMS_DIR / "README.md"
-    assert readme.is_file(), "problems/README.md is missing: run python problems/update_readme.py"
+    assert readme.is_file(), "problems/README.md is missing: run python scripts/update_problems_readme.py"
     assert readme.read_text(encoding="utf-8") == render(), (
-        "problems/README.md is stale: run python problems/update_readme.py")
+        "problems/README.md is stale: run python scripts/update_problems_readme.py")

@@ -113,7 +113,7 @@ def test_docs_table_is_current(problems):
     text = doc.read_text(encoding="utf-8")
     assert "model=llama3_1_8b" in text
     assert render_markdown(text, ROOT / "problems") == text, (
-        "docs/model_layers.md is stale: run python -m solbench.data.rollup docs/model_layers.md")
+        "docs/model_layers.md is stale: run python scripts/render_model_layers.py")
 
 
 # --- references against independent computations ---------------------------------------------

@@ -1,4 +1,4 @@
-"""load_results: flattening, tolerance of bad lines and old/new records, derived columns; filters."""
+"""load_results: flattening, tolerance of bad lines and old/new records, derived columns; the Selection."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import record_factory as rf
 
-from solbench.present.frame import ResultsError, geomean, load_results, records_frame, select
+from solbench.present.frame import ResultsError, Selection, geomean, load_results, records_frame, select
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +114,17 @@ def test_unknown_spec_keeps_its_own_id(recordset):
 
 def test_select_filters(results_file, measured_specs):
     df = load_results(results_file)
-    s = select(df, problem="toy.*", gpu="H100", candidate=["torch_*", "cupy_raw"])
+    s = select(df, Selection(problem="toy.*", gpu="H100", candidate=["torch_*", "cupy_raw"]))
     assert set(s["problem"]) == {"toy.rmsnorm", "toy.scan_fp32"}
     assert set(s["gpu"]) == {"h100_sxm"}  # matched on the device name
     assert set(s["solution"]) == {"torch_eager", "cupy_raw"}
     assert set(s["roof"]) == {"datasheet"}
-    assert set(select(df, tag="norm")["problem"]) == {"toy.rmsnorm"}
-    measured = select(df, roof="measured")
+    # The same rows, computed here from the columns without the filter code.
+    want = df[df["problem"].str.startswith("toy.") & df["device"].str.contains("H100")
+              & df["solution"].isin(["torch_eager", "cupy_raw"]) & (df["roof"] == "datasheet")]
+    assert sorted(s.index) == sorted(want.index)
+    assert set(select(df, Selection(tag="norm"))["problem"]) == {"toy.rmsnorm"}
+    measured = select(df, Selection(roof="measured"))
     assert set(measured["roof"]) == {"measured"} and set(measured["gpu"]) == {"h200_sxm"}
 
 
@@ -134,12 +138,42 @@ def test_select_filters(results_file, measured_specs):
 def test_select_errors_name_the_filter_and_what_exists(results_file, kwargs, message):
     df = load_results(results_file)
     with pytest.raises(ResultsError, match=message):
-        select(df, **kwargs)
+        select(df, Selection(**kwargs))
 
 
 def test_select_on_no_records_says_what_to_pass():
     with pytest.raises(ResultsError, match="no result records found"):
-        select(records_frame([]), problem=None)
+        select(records_frame([]))
+
+
+def test_selection_keeps_each_filter_as_a_tuple():
+    sel = Selection(problem="a.*", gpu=["h200", "h100"], tag=None, roof="measured")
+    assert (sel.problem, sel.gpu, sel.tag, sel.candidate, sel.roof) == (("a.*",), ("h200", "h100"), (), (),
+                                                                         "measured")
+    assert Selection() == Selection(problem=[], gpu=None, tag=(), candidate=[])
+    with pytest.raises(AttributeError):
+        sel.roof = "datasheet"  # type: ignore[misc]  # frozen: one selection, passed down unchanged
+
+
+def test_no_selection_is_everything_against_one_roof(results_file):
+    df = load_results(results_file)
+    everything = select(df)
+    assert sorted(everything.index) == sorted(df.index[df["roof"] == "datasheet"])
+    assert select(df, Selection()).equals(everything)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("results/", "got a str; load files once with solbench.load_results"),
+    ([{"problem": "p"}], "got a list; load files once"),
+])
+def test_select_takes_a_frame_not_paths(bad, message):
+    with pytest.raises(ResultsError, match=message):
+        select(bad)
+
+
+def test_select_takes_a_selection_not_a_string(results_file):
+    with pytest.raises(ResultsError, match="selection: got a str; pass a solbench.Selection"):
+        select(load_results(results_file), "h200")  # type: ignore[arg-type]
 
 
 def test_roof_measured_only_results_pick_measured(recordset):
@@ -147,7 +181,7 @@ def test_roof_measured_only_results_pick_measured(recordset):
     df = records_frame(only_measured)
     assert set(select(df)["roof"]) == {"measured"}
     with pytest.raises(ResultsError, match="pass --roof measured"):
-        select(df, roof="datasheet")
+        select(df, Selection(roof="datasheet"))
 
 
 def test_geomean_matches_statistics_and_guards_zero_and_missing():
@@ -163,8 +197,21 @@ def test_public_names():
     import solbench
     from solbench.present import plots, ranking, report
 
-    assert solbench.load_results is load_results
+    assert solbench.load_results is load_results and solbench.Selection is Selection
     assert solbench.leaderboard is ranking.leaderboard and solbench.Leaderboard is ranking.Leaderboard
     assert solbench.plot_roofline is plots.plot_roofline and solbench.plot_sol is plots.plot_sol
     assert solbench.write_report is report.write_report
-    assert {"load_results", "leaderboard", "plot_roofline", "plot_sol", "write_report"} <= set(solbench.__all__)
+    assert {"load_results", "Selection", "leaderboard", "plot_roofline", "plot_sol", "write_report"} <= set(
+        solbench.__all__)
+
+
+def test_public_functions_take_a_frame_not_paths(results_file, tmp_path):
+    import solbench
+
+    calls = (lambda: solbench.leaderboard(results_file), lambda: solbench.plot_sol([results_file], tmp_path / "s.png"),
+             lambda: solbench.plot_roofline(str(results_file), tmp_path / "r.svg"),
+             lambda: solbench.write_report(results_file, tmp_path / "r.html"))
+    for call in calls:
+        with pytest.raises(ResultsError, match="load files once with solbench.load_results"):
+            call()
+    assert not (tmp_path / "r.html").exists()

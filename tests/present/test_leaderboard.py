@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from solbench.cli import app
 from solbench.data.record import Status
-from solbench.present.frame import records_frame
+from solbench.present.frame import Selection, records_frame
 from solbench.present.leaderboard import display_tables, format_leaderboard, print_leaderboard, to_csv
 from solbench.present.ranking import leaderboard
 
@@ -43,7 +43,7 @@ def _expected(recordset: rf.RecordSet, gpu: str, roof: str, problem: str) -> dic
 
 @pytest.mark.parametrize("gpu", ["h200_sxm", "h100_sxm"])
 def test_per_problem_ranking_matches_the_chosen_sols(recordset, df, gpu):
-    lb = leaderboard(df, gpu=gpu)
+    lb = leaderboard(df, Selection(gpu=gpu))
     assert lb.roof == "datasheet"
     for prob in ("llama3_1_8b.attn_o_proj_residual", "toy.rmsnorm", "toy.scan_fp32"):
         expected = _expected(recordset, gpu, "datasheet", prob)
@@ -61,7 +61,7 @@ def test_per_problem_ranking_matches_the_chosen_sols(recordset, df, gpu):
 
 
 def test_a_candidate_failing_a_workload_never_outranks_one_passing_all(df):
-    lb = leaderboard(df, gpu="h200_sxm", problem="toy.rmsnorm")
+    lb = leaderboard(df, Selection(gpu="h200_sxm", problem="toy.rmsnorm"))
     t = lb.problems.set_index("candidate")
     # cupy_raw has the higher geomean but fails its largest workload.
     assert t.loc["cupy_raw", "geomean_sol"] > t.loc["torch_eager", "geomean_sol"]
@@ -70,7 +70,7 @@ def test_a_candidate_failing_a_workload_never_outranks_one_passing_all(df):
 
 
 def test_reward_hack_is_shown_and_never_ranked(df):
-    lb = leaderboard(df, gpu="h200_sxm")
+    lb = leaderboard(df, Selection(gpu="h200_sxm"))
     hack = lb.problems[lb.problems["candidate"] == "cheater"]
     assert hack["rank"].isna().all() and hack["disqualified"].all()
     assert (hack["REWARD_HACK"] == 1).all()
@@ -83,7 +83,7 @@ def test_reward_hack_is_shown_and_never_ranked(df):
 
 
 def test_best_result_per_workload_is_used(recordset, df):
-    lb = leaderboard(df, gpu="h200_sxm", candidate="torch_eager")
+    lb = leaderboard(df, Selection(gpu="h200_sxm", candidate="torch_eager"))
     assert len(lb.records[lb.records["status"] == "PASSED"]) == 3 * 12  # three runs of each workload
     for (g, roof, p, c, w), sol in recordset.truth.items():
         if (g, roof, c) == ("h200_sxm", "datasheet", "torch_eager"):
@@ -92,7 +92,7 @@ def test_best_result_per_workload_is_used(recordset, df):
 
 
 def test_overall_table(recordset, df):
-    lb = leaderboard(df, gpu="h100_sxm")
+    lb = leaderboard(df, Selection(gpu="h100_sxm"))
     t = lb.overall.set_index("candidate")
     for cand in ("torch_eager", "triton_fused", "cupy_raw", "flaky"):
         sols = [s for (g, r, _p, c, _w), s in recordset.truth.items() if (g, r, c) == ("h100_sxm", "datasheet", cand)]
@@ -110,8 +110,8 @@ def test_overall_table(recordset, df):
 
 
 def test_roofs_are_never_mixed(recordset, df):
-    ds = leaderboard(df, gpu="h200_sxm")
-    me = leaderboard(df, gpu="h200_sxm", roof="measured")
+    ds = leaderboard(df, Selection(gpu="h200_sxm"))
+    me = leaderboard(df, Selection(gpu="h200_sxm", roof="measured"))
     assert set(ds.records["roof"]) == {"datasheet"} and set(me.records["roof"]) == {"measured"}
     gm = me.problems.set_index(["problem", "candidate"]).loc[("toy.rmsnorm", "torch_eager"), "geomean_sol"]
     sols = [s for (g, r, p, c, _w), s in recordset.truth.items()
@@ -131,7 +131,7 @@ def test_ties_share_a_rank():
     twins = [{**d, "solution": "aa"} for d in dicts if d["solution"] == "a"]
     rms = next(d for d in twins if d["problem"] == "toy.rmsnorm")
     hack = {**rms, "status": "REWARD_HACK", "time_s": None, "sol": None, "reason": "too fast"}
-    lb = leaderboard(records_frame([*dicts, *twins, hack]), problem="toy.rmsnorm")
+    lb = leaderboard(records_frame([*dicts, *twins, hack]), Selection(problem="toy.rmsnorm"))
     ranks = lb.problems.set_index("candidate")["rank"]
     assert ranks["a"] == ranks["b"] == 1 and ranks["c"] == 3 and pd.isna(ranks["aa"])
 
@@ -140,18 +140,44 @@ def test_sol_above_one_is_noted(df):
     d = df.copy()
     i = d.index[(d["status"] == Status.PASSED.value) & (d["solution"] == "torch_eager")][0]
     d.loc[i, "sol"] = 1.7
-    lb = leaderboard(d, gpu="h200_sxm")
+    lb = leaderboard(d, Selection(gpu="h200_sxm"))
     row = lb.problems[(lb.problems["candidate"] == "torch_eager") & (lb.problems["above_roof"] > 0)]
     assert len(row) == 1 and "faster than the roof" in row["note"].iloc[0]
 
 
 # --- formats -------------------------------------------------------------------------------
 
+# SOLs three decades apart in one column (a CPU-like candidate, a middling one, one near the roof).
+MIXED = {"slow": (0.0005, 0.002), "mid": (0.05, 0.0123), "fast": (0.812, 1.05)}
+SEED = "llama3_1_8b.attn_o_proj_residual"
+
+
+def test_sol_reads_the_same_in_every_format():
+    rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, candidates=MIXED, with_measured=False)
+    lb = leaderboard(records_frame(rs.dicts()), Selection(problem=SEED))
+    sols = {c: [s for (_g, _r, p, cand, _w), s in rs.truth.items() if (p, cand) == (SEED, c)] for c in MIXED}
+    want = {c: (rf.expected_sol(statistics.geometric_mean(v)), rf.expected_sol(min(v))) for c, v in sols.items()}
+    (table,) = [t for t in display_tables(lb) if t.kind == "problem"]
+    gm, worst = table.headers.index("Geomean SOL"), table.headers.index("Worst SOL")
+    assert {row[1]: (row[gm], row[worst]) for row in table.rows} == want
+    md = format_leaderboard(lb, "markdown")
+    html = format_leaderboard(lb, "html")
+    console = Console(record=True, width=160, file=io.StringIO())
+    print_leaderboard(lb, console)
+    lines = console.export_text().splitlines()
+    for cand, (g, w) in want.items():
+        assert re.search(rf"\| {cand} \| 7/7 \| {re.escape(g)} \| {re.escape(w)} \|", md), md
+        assert f'<td class="num">{g}</td>\n<td class="num">{w}</td>' in html
+        assert any(f" {g} " in ln and f" {w} " in ln for ln in lines if f" {cand} " in ln)
+    assert not re.search(r"\d(e-|%)", md.split("## Overall")[0])  # no exponent, no percent SOL
+
+
+
 @pytest.fixture(scope="module")
 def hostile_lb(recordset):
     dicts = recordset.dicts() + [rf.hostile_record().model_dump(mode="json"),
                                  rf.hostile_record("=HYPERLINK(\"x\")|[bold]b[/bold]\x1b[2J").model_dump(mode="json")]
-    return leaderboard(records_frame(dicts), gpu="h200_sxm")
+    return leaderboard(records_frame(dicts), Selection(gpu="h200_sxm"))
 
 
 def test_markdown_escapes_markup_and_pipes(hostile_lb):

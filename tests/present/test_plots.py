@@ -16,7 +16,7 @@ from solbench.cli import app
 from solbench.data.hardware import load_spec
 from solbench.data.roofline import workload_point
 from solbench.errors import SolbenchError
-from solbench.present.frame import records_frame, select
+from solbench.present.frame import Selection, records_frame, select
 from solbench.present.plots import plot_roofline, plot_sol, roofline_figure, sol_figure
 
 SEED = "llama3_1_8b.attn_o_proj_residual"
@@ -55,7 +55,7 @@ def _expected_points(recordset: rf.RecordSet, problem_name: str, gpu: str = "h20
 
 
 def test_roofline_draws_datasheet_and_measured_roofs(df):
-    fig = roofline_figure(select(df, gpu="h200_sxm", problem=SEED))
+    fig = roofline_figure(select(df, Selection(gpu="h200_sxm", problem=SEED)))
     ax = fig.axes[0]
     ds, me = load_spec("h200_sxm"), rf.measured_spec()
     dashed = _flat_lines(ax, ds.peak_flops["bfloat16"])
@@ -74,7 +74,7 @@ def test_roofline_draws_datasheet_and_measured_roofs(df):
 
 
 def test_roofline_points_are_the_best_results(recordset, df):
-    fig = roofline_figure(select(df, gpu="h200_sxm", problem=SEED))
+    fig = roofline_figure(select(df, Selection(gpu="h200_sxm", problem=SEED)))
     got = sorted(tuple(map(float, xy)) for c in fig.axes[0].collections if isinstance(c, PathCollection)
                  for xy in c.get_offsets())
     want = _expected_points(recordset, SEED)
@@ -83,7 +83,7 @@ def test_roofline_points_are_the_best_results(recordset, df):
 
 
 def test_trajectories_run_from_low_to_high_intensity(recordset, df):
-    fig = roofline_figure(select(df, gpu="h200_sxm"))
+    fig = roofline_figure(select(df, Selection(gpu="h200_sxm")))
     ax = fig.axes[0]
     segments = [seg for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments()]
     passes: dict[tuple[str, str], int] = {}
@@ -104,7 +104,7 @@ def test_trajectories_run_from_low_to_high_intensity(recordset, df):
 def test_no_measured_roof_without_a_measured_spec(recordset, monkeypatch):
     monkeypatch.delenv("SOLBENCH_SPECS", raising=False)
     df = records_frame(recordset.dicts())
-    ax = roofline_figure(select(df, gpu="h100_sxm", problem=SEED)).axes[0]
+    ax = roofline_figure(select(df, Selection(gpu="h100_sxm", problem=SEED))).axes[0]
     styles = {ln.get_linestyle() for ln in ax.lines if ln.get_color() == "#333" and len(ln.get_xdata()) == 2}
     assert styles == {"--"}
 
@@ -113,7 +113,7 @@ def test_unknown_spec_falls_back_to_the_records_roof(recordset):
     dicts = [d for d in recordset.dicts() if d["gpu_spec"] == "h200_sxm"]
     for d in dicts:
         d["gpu_spec"] = "lab_prototype_gpu"
-    ax = roofline_figure(select(records_frame(dicts), problem=SEED)).axes[0]
+    ax = roofline_figure(select(records_frame(dicts), Selection(problem=SEED))).axes[0]
     ds = load_spec("h200_sxm")
     flat = _flat_lines(ax, ds.peak_flops["bfloat16"])
     assert flat and flat[0].get_linestyle() == ":"
@@ -121,7 +121,7 @@ def test_unknown_spec_falls_back_to_the_records_roof(recordset):
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 def test_roofline_file_formats(df, tmp_path, suffix):
-    out = plot_roofline(df, tmp_path / f"chart{suffix}", gpu="h200_sxm")
+    out = plot_roofline(df, tmp_path / f"chart{suffix}", Selection(gpu="h200_sxm"))
     data = out.read_bytes()
     if suffix == ".png":
         img = matplotlib.image.imread(out)
@@ -139,7 +139,7 @@ def test_plot_errors(df, tmp_path):
         plot_roofline(df, tmp_path / "chart.png")
     failed_only = df[df["status"] != "PASSED"]
     with pytest.raises(SolbenchError, match="no PASSED result"):
-        roofline_figure(select(failed_only, gpu="h200_sxm"))
+        roofline_figure(select(failed_only, Selection(gpu="h200_sxm")))
 
 
 def test_hostile_names_do_not_break_charts(recordset, tmp_path):
@@ -148,12 +148,12 @@ def test_hostile_names_do_not_break_charts(recordset, tmp_path):
         if d["solution"] == "torch_eager":
             d["solution"] = "$\\frac{1}{0}$ <b>\x1b[31m" + "x" * 200
     df = records_frame(dicts)
-    plot_roofline(df, tmp_path / "r.png", gpu="h200_sxm", problem=SEED)
-    plot_sol(df, tmp_path / "s.png", gpu="h200_sxm", problem="toy.rmsnorm")
+    plot_roofline(df, tmp_path / "r.png", Selection(gpu="h200_sxm", problem=SEED))
+    plot_sol(df, tmp_path / "s.png", Selection(gpu="h200_sxm", problem="toy.rmsnorm"))
 
 
 def test_sol_bars_are_the_best_sols(recordset, df):
-    fig = sol_figure(select(df, gpu="h200_sxm", problem=SEED))
+    fig = sol_figure(select(df, Selection(gpu="h200_sxm", problem=SEED)))
     ax = fig.axes[0]
     bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
     want = sorted(s for (g, r, p, _c, _w), s in recordset.truth.items() if (g, r, p) == ("h200_sxm", "datasheet", SEED))
@@ -173,8 +173,17 @@ def test_sol_bars_are_the_best_sols(recordset, df):
     assert "HACK" in labels and "CE" in labels and "T/O" in labels
 
 
+def test_bar_values_read_as_in_the_leaderboard():
+    rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, candidates={"slow": (0.0005, 0.002), "fast": (0.812, 1.05)},
+                           with_measured=False)
+    ax = sol_figure(select(records_frame(rs.dicts()), Selection(problem="toy.rmsnorm"))).axes[0]
+    heights = [p.get_height() for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
+    values = [t.get_text() for t in ax.texts if t.get_text()[:1].isdigit()]
+    assert len(heights) == 6 and sorted(values) == sorted(rf.expected_sol(h) for h in heights)
+
+
 def test_sol_chart_has_a_panel_per_problem(df):
-    fig = sol_figure(select(df, gpu="h100_sxm"))
+    fig = sol_figure(select(df, Selection(gpu="h100_sxm")))
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles == [SEED, "toy.rmsnorm", "toy.scan_fp32"]
 
@@ -195,7 +204,7 @@ def test_cli_plot_commands(tmp_path, recordset, measured_specs):
 def test_sol_axis_turns_logarithmic_far_below_the_roof():
     rs = rf.make_recordset(gpus={"h200_sxm": "NVIDIA H200"}, candidates={"cpu_like": (0.002, 0.0005)},
                            with_measured=False)
-    ax = sol_figure(select(records_frame(rs.dicts()), problem="toy.rmsnorm")).axes[0]
+    ax = sol_figure(select(records_frame(rs.dicts()), Selection(problem="toy.rmsnorm"))).axes[0]
     assert ax.get_yscale() == "log"
     heights = sorted(p.get_height() for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0)
     assert heights[0] > ax.get_ylim()[0] and max(heights) < 0.002  # every bar visible, none inflated

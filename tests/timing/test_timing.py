@@ -14,7 +14,7 @@ import solbench.timing.cpu as timing_cpu
 from solbench.errors import SolbenchError
 from solbench.timing import TimingConfig, time_calls
 from solbench.timing.clockprobe import cooldown, summarize_chunks
-from solbench.timing.cupti import split_calls, summarize_calls
+from solbench.timing.cupti import call_stats, split_calls, summarize_calls
 
 
 class FakeClock:
@@ -185,3 +185,23 @@ def test_cooldown_without_nvml_returns_quickly():
     out = cooldown(max_wait_s=0.01)
     assert time.monotonic() - t0 < 2.0
     assert set(out) >= {"available", "waited_s", "recovered"}
+
+
+def _ev(name, ts, dur, stream=7):
+    return {"name": name, "cat": "kernel", "ts_us": ts, "dur_us": dur, "stream": stream}
+
+
+def test_split_calls_drops_the_trailing_clock_probe_and_counts_every_stream():
+    """Two samples, the first followed by the harness's clock probe (zero fill + snapshot): the
+    probe is not the candidate's time; a side-stream kernel that ends late is."""
+    timeline = [_ev("flush", 0, 5), _ev("spin", 5, 10), _ev("k", 15, 2), _ev("side", 16, 20, stream=9),
+                _ev("zero64", 40, 1), _ev("snap", 41, 1),
+                _ev("flush", 50, 5), _ev("spin", 55, 10), _ev("k", 65, 2)]
+    calls = split_calls(timeline, ["flush"], "spin", trailing=("zero64", "snap"))
+    assert [[e["name"] for e in c] for c in calls] == [["k", "side"], ["k"]]
+    first = call_stats(calls[0], 7)
+    assert first["span_s"] == pytest.approx(21e-6) and first["timed_span_s"] == pytest.approx(2e-6)
+    assert first["tail_s"] == pytest.approx(19e-6) and first["streams"] == ["7", "9"]
+    # A probe-named kernel inside the call (not the exact trailing sequence) stays counted.
+    inner = split_calls(timeline[:4] + [_ev("snap", 36, 30)], ["flush"], "spin", trailing=("zero64", "snap"))
+    assert call_stats(inner[0], 7)["span_s"] == pytest.approx(51e-6)

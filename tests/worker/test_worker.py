@@ -183,7 +183,8 @@ def test_describe_exit():
 
 def test_worker_session_load_call_errors_and_close():
     client = WorkerClient("cpu")
-    client.start(300)
+    client.spawn()
+    client.wait_ready(300)
     try:
         assert client.request({"op": "load", "path": str(CANDIDATES / "honest.py"), "device": "cpu"}, 60, 0) == \
             {"ok": True}
@@ -215,7 +216,8 @@ def test_worker_session_load_call_errors_and_close():
 
 def test_worker_timeout_kills_and_reports():
     client = WorkerClient("cpu")
-    client.start(300)
+    client.spawn()
+    client.wait_ready(300)
     try:
         client.request({"op": "load", "path": str(CANDIDATES / "hangs.py"), "device": "cpu"}, 60, 0)
         t0 = time.monotonic()

@@ -1,12 +1,10 @@
 """torch.compile of this folder's torch_eager.run, compiled on the first call (static shapes)."""
 
-from pathlib import Path
-
 import torch
 
-from solbench.data.inputs import load_module
+import solbench
 
-_eager = load_module(Path(__file__).with_name("torch_eager.py"), "eager").run
+_eager = solbench.load_sibling(__file__, "torch_eager.py").run
 _compiled = None
 
 

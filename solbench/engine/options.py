@@ -1,0 +1,123 @@
+"""The settings of one run (`solbench run`, `solbench.run_problems`): declared, defaulted and validated here only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from solbench.errors import SolbenchError
+from solbench.timing.config import TimingConfig
+
+MIN_ROUNDS = 3
+# The flag a record of a run without the guards carries (``RunOptions.guards`` off).
+GUARDS_OFF_FLAG = "guards-off"
+_SECONDS = ("timeout_s", "compile_timeout_s", "budget_s")
+
+
+def default_device() -> str:
+    """cuda when torch sees a GPU, else cpu."""
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def default_workers_ahead() -> int:
+    """A quarter of the cores, at most 4: none on small machines, where the workers' imports would
+    compete with the timed candidate for the CPU."""
+    from solbench.engine.environment import cpu_count
+
+    return max(0, min(4, cpu_count() // 4))
+
+
+class RunOptions(BaseModel):
+    """How a run checks, times and scores. Frozen: build a new one (:func:`resolve_options`) to change it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field(default_factory=default_device,
+                        description="cuda, cuda:N or cpu (default: cuda when torch sees a GPU, else cpu)")
+    gpu: str | None = Field(None, description="spec id or spec file to score against (default: detected on CUDA, "
+                                              "a built-in upper-bound estimate on the CPU)")
+    timeout_s: float = Field(120.0, description="seconds per workload and candidate, after the first call of a "
+                                                "fresh worker, before the worker is killed")
+    compile_timeout_s: float = Field(600.0, description="seconds for a worker's start, the candidate's import "
+                                                        "and its first call")
+    budget_s: float = Field(1.0, description="timing budget per workload, seconds")
+    rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
+    seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
+                                               "one for untrusted code)")
+    log_bytes: int = Field(8192, description="most bytes of the worker's log kept in a record")
+    timing_method: str = Field("auto", description="auto, events, graph (CUDA) or cpu")
+    workers_ahead: int = Field(default_factory=default_workers_ahead,
+                               description="workers started (importing torch) while another candidate runs "
+                                           "(default: by core count)")
+    interleave: int = Field(0, description="run the candidates A, B, A, B, ... this many rounds per workload, "
+                                           "a record each, so power history does not pick the winner (0: off)")
+    cooldown_max_s: float = Field(10.0, description="with interleave: most seconds to wait between items for the "
+                                                    "GPU's power and clocks to recover")
+    guards: bool = Field(True, description="the reward-hacking guards (solbench.guards); off only to measure what "
+                                           "they add, never for untrusted code: records are flagged guards-off")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_line(cls, data: Any, handler: Any) -> RunOptions:
+        """A malformed setting is a user error on one line, not pydantic's report."""
+        try:
+            return handler(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            name = ".".join(str(p) for p in first["loc"]) or "run options"
+            if first["type"] == "extra_forbidden":
+                raise SolbenchError(f"unknown run setting {name!r}: use one of {', '.join(cls.model_fields)}") from None
+            raise SolbenchError(f"run setting {name}: {first['msg']}") from None
+
+    @model_validator(mode="after")
+    def _check(self) -> RunOptions:
+        _check_device(self.device)
+        if self.rounds < MIN_ROUNDS:
+            raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
+        if self.workers_ahead < 0:
+            raise SolbenchError("--workers-ahead must be 0 or more")
+        for name in _SECONDS:
+            if not getattr(self, name) > 0:
+                raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
+        if self.log_bytes < 0:
+            raise SolbenchError(f"log_bytes {self.log_bytes}: give 0 or more")
+        if self.interleave < 0:
+            raise SolbenchError(f"--interleave {self.interleave}: give the number of A, B, ... rounds (0: off)")
+        if self.cooldown_max_s < 0:
+            raise SolbenchError(f"--cooldown {self.cooldown_max_s}: give the most seconds to wait, 0 or more")
+        timing_config(self, None).validate()
+        return self
+
+
+def _check_device(device: str) -> None:
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise SolbenchError(f"device {device!r}: use cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SolbenchError("no CUDA device is available here: use --device cpu")
+
+
+def resolve_options(options: RunOptions | None = None, **settings: Any) -> RunOptions:
+    """``options`` (default: all defaults) with ``settings`` on top, validated; a setting given as None
+    is not given."""
+    given = {k: v for k, v in settings.items() if v is not None}
+    if options is None:
+        return RunOptions(**given)
+    if not given:
+        return options
+    return RunOptions(**({k: getattr(options, k) for k in options.model_fields_set} | given))
+
+
+def timing_config(options: RunOptions, l2_bytes: int | None) -> TimingConfig:
+    """The timing settings every workload of the run is timed under (the L2 size from the run's spec)."""
+    cuda = options.device.startswith("cuda")
+    return TimingConfig(device="cuda" if cuda else "cpu", budget_s=options.budget_s, method=options.timing_method,
+                        l2_bytes=l2_bytes if cuda else None)

@@ -1,0 +1,71 @@
+"""Run options: declared once (the CLI's defaults are the model's), validated once, one line per mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer.main
+
+import solbench
+from solbench.cli import app
+from solbench.engine.options import RunOptions, resolve_options, timing_config
+from solbench.errors import SolbenchError
+
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
+
+# `solbench run` flag -> RunOptions field
+FLAGS = {"device": "device", "gpu": "gpu", "timeout": "timeout_s", "compile_timeout": "compile_timeout_s",
+         "seed": "seed", "budget": "budget_s", "rounds": "rounds", "timing_method": "timing_method",
+         "workers_ahead": "workers_ahead", "interleave": "interleave", "cooldown": "cooldown_max_s",
+         "guards": "guards"}
+
+
+def test_cli_defaults_are_the_models():
+    command = typer.main.get_command(app).commands["run"]
+    params = {p.name: p for p in command.params}
+    for flag, name in FLAGS.items():
+        field = RunOptions.model_fields[name]
+        want = None if field.default_factory is not None else field.default
+        assert params[flag].default == want, flag
+    assert "--no-guards" in params["guards"].secondary_opts
+
+
+def test_keyword_settings_go_on_top_of_options():
+    base = RunOptions(device="cpu", seed=5)
+    merged = resolve_options(base, budget_s=0.2, gpu=None)  # None: not given
+    assert (merged.device, merged.seed, merged.budget_s, merged.gpu) == ("cpu", 5, 0.2, None)
+    assert resolve_options(base) is base and resolve_options().rounds == 3
+    with pytest.raises(Exception):  # noqa: B017 - frozen: a changed copy goes through validation
+        base.budget_s = -1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"rounds": 2}, "--rounds 2: at least 3"),
+    ({"budget_s": 0}, "budget must be a positive number of seconds"),
+    ({"workers_ahead": -1}, "--workers-ahead must be 0 or more"),
+    ({"device": "tpu"}, "device 'tpu': use cpu, cuda or cuda:N"),
+    ({"timing_method": "magic"}, "timing method 'magic': use one of"),
+    ({"timing_method": "events"}, "needs --device cuda"),
+    ({"interleave": -1}, "--interleave -1"),
+    ({"cooldown_max_s": -1}, "--cooldown -1"),
+    ({"budget": 1}, "unknown run setting 'budget': use one of device, gpu"),
+    ({"timeout_s": "soon"}, "run setting timeout_s: Input should be a valid number"),
+])
+def test_each_mistake_is_one_line(settings, fragment):
+    with pytest.raises(SolbenchError) as info:
+        RunOptions(**({"device": "cpu"} | settings))
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_run_problems_validates_keyword_settings_before_anything_runs(tmp_path):
+    with pytest.raises(SolbenchError, match="unknown run setting 'budget'"):
+        solbench.run_problems([TINY / "scaled_add"], output=tmp_path / "x.jsonl", device="cpu", budget=0.1)
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_timing_config_is_derived_in_one_place():
+    cpu = timing_config(RunOptions(device="cpu", budget_s=0.3), l2_bytes=50 << 20)
+    assert (cpu.device, cpu.budget_s, cpu.method, cpu.l2_bytes) == ("cpu", 0.3, "auto", None)
+    cuda = timing_config(RunOptions.model_construct(device="cuda:1", budget_s=1.0, timing_method="graph"), 50 << 20)
+    assert (cuda.device, cuda.method, cuda.l2_bytes) == ("cuda", "graph", 50 << 20)
