@@ -69,12 +69,16 @@ def main() -> None:
                              "where torch.compile spends minutes compiling)")
     parser.add_argument("--budget", type=float, default=None, help="timing budget per workload (default 1 s; CPU 0.2 s)")
     parser.add_argument("--all-workloads", action="store_true", help="on the CPU too (default: smallest only)")
+    parser.add_argument("--events-only", action="store_true",
+                        help="CUDA: time with events on the timed stream only (the all-stream CUPTI timer off), "
+                             "to measure what the all-stream timer costs")
     parser.add_argument("-o", "--output", default=None, help="JSON path (default results/harness_overhead_<device>.json)")
     args = parser.parse_args()
 
     options = resolve_options(device=args.device)
     cpu = not options.device.startswith("cuda")
-    options = resolve_options(options, budget_s=args.budget or (0.2 if cpu else None))  # None: the run's default
+    options = resolve_options(options, budget_s=args.budget or (0.2 if cpu else None),  # None: the run's default
+                              all_streams=not args.events_only)
     device, budget = options.device, options.budget_s
     names = args.problems or list(DEMO_PROBLEMS[:3])
     plan = plan_run(names, smallest_workload=cpu and not args.all_workloads)
@@ -91,7 +95,8 @@ def main() -> None:
     summary = summarize(rows, total, budget, len(plan))
     out = Path(args.output or f"results/harness_overhead_{'cpu' if cpu else 'cuda'}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"device": device, "spec": result.spec_id, "budget_s": budget, "summary": summary,
+    out.write_text(json.dumps({"device": device, "spec": result.spec_id, "budget_s": budget,
+                               "all_streams": options.all_streams, "summary": summary,
                                "pairs": rows}, indent=2) + "\n")
     show(rows, summary, device)
     print(f"written {out}")

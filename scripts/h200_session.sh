@@ -50,10 +50,12 @@ for s in "$@"; do
         -s $P/rmsnorm/solutions/torch_eager.py -s $P/rmsnorm/solutions/triton_rmsnorm.py -s tests/candidates/gpu_cupy_rmsnorm.py \
         -o "results/h200/show_$STAMP.jsonl" ;;
     gpu_tests)
-      step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider tests/cli/test_run_command.py -k gpu ;;
+      step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider -rs tests/guards tests/timing tests/worker
+      step gpu_cli timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rs tests/cli/test_run_command.py -k gpu ;;
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
-        python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ;;
+        python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial
+      cp "$OUT/adversarial_gpu.log" "results/h200/adversarial_gpu_$STAMP.log" ;;
     landlock_probe)
       step landlock_probe timeout 200 python3 scripts/landlock_cuda_probe.py ;;
     run_seed)
@@ -67,9 +69,15 @@ for s in "$@"; do
       mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
     fidelity)
-      step fidelity python3 benchmarks/timing_fidelity.py --out results/timing_fidelity_h200.json ;;
+      step fidelity timeout ${FIDELITY_TIMEOUT:-240} python3 benchmarks/timing_fidelity.py --out "results/h200/timing_fidelity_$STAMP.json" ;;
     overhead)
-      step overhead timeout ${OVERHEAD_TIMEOUT:-200} python3 benchmarks/harness_overhead.py -o results/harness_overhead_cuda.json ;;
+      # the all-stream CUPTI timer against events only, same problems and candidates, back to back
+      step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py -o "results/h200/harness_overhead_all_streams_$STAMP.json"
+      step overhead_events timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py --events-only -o "results/h200/harness_overhead_events_only_$STAMP.json" ;;
+    library_check)
+      # every shipped eager and Triton candidate at each problem's smallest and largest workload:
+      # false positives of the guards and the timer (time-boxed; records are written as they finish)
+      step library_check timeout ${LIB_TIMEOUT:-300} python3 scripts/run_library.py -o "results/h200/library_check_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --extremes --budget 0.3 ${LIB_ARGS:-} ;;
     adversarial)
       step adversarial python3 -m pytest -q -p no:cacheprovider tests/adversarial -m gpu ;;
     report)

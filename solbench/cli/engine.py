@@ -155,6 +155,7 @@ def run(
     workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
     interleave: int = _setting("interleave", "--interleave"),
     cooldown: float = _setting("cooldown_max_s", "--cooldown"),
+    all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
     guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
                             f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
@@ -163,7 +164,7 @@ def run(
     options = api.resolve_options(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
         seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
-        cooldown_max_s=cooldown, guards=guards,
+        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards,
     )
     if not options.guards:
         err_console.print(f"[yellow]warning:[/] guards off (--no-guards): engine-only checks, every record is flagged "

@@ -59,6 +59,9 @@ class RunOptions(BaseModel):
                                            "a record each, so power history does not pick the winner (0: off)")
     cooldown_max_s: float = Field(10.0, description="with interleave: most seconds to wait between items for the "
                                                     "GPU's power and clocks to recover")
+    all_streams: bool = Field(True, description="CUDA: a call's time is every stream's work, from CUPTI activity "
+                                                "records (events on the timed stream become the cross-check); off: "
+                                                "events only, blind to work on other streams")
     guards: bool = Field(True, description="the reward-hacking guards (solbench.guards); off only to measure what "
                                            "they add, never for untrusted code: records are flagged guards-off")
 
@@ -120,4 +123,4 @@ def timing_config(options: RunOptions, l2_bytes: int | None) -> TimingConfig:
     """The timing settings every workload of the run is timed under (the L2 size from the run's spec)."""
     cuda = options.device.startswith("cuda")
     return TimingConfig(device="cuda" if cuda else "cpu", budget_s=options.budget_s, method=options.timing_method,
-                        l2_bytes=l2_bytes if cuda else None)
+                        l2_bytes=l2_bytes if cuda else None, cupti=options.all_streams)
