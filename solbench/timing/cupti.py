@@ -44,16 +44,15 @@ _delimiter_cache: dict[int, tuple[list[str], str]] = {}
 
 
 def _kineto_device_events(prof: Any) -> list[dict]:
-    """Device activities straight from Kineto's results (no trace file); [] if this torch lacks them."""
+    """Device activities straight from Kineto's results (no trace file); [] where this torch's
+    events do not say their activity type (torch 2.11 does not): the trace file is read instead."""
     try:
         raw = prof.profiler.kineto_results.events()
+        out = [{"name": e.name(), "cat": e.activity_type(), "ts_us": e.start_ns() / 1e3,
+                "dur_us": e.duration_ns() / 1e3, "stream": e.device_resource_id()}
+               for e in raw if e.activity_type() in DEVICE_CATS]
     except AttributeError:
         return []
-    out = []
-    for e in raw:
-        if e.activity_type() in DEVICE_CATS:
-            out.append({"name": e.name(), "cat": e.activity_type(), "ts_us": e.start_ns() / 1e3,
-                        "dur_us": e.duration_ns() / 1e3, "stream": e.device_resource_id()})
     out.sort(key=lambda e: e["ts_us"])
     return out
 
@@ -128,11 +127,15 @@ def _delimiters(flush: Callable[[], None], key: int) -> tuple[list[str], str]:
 
 
 def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
-                trailing: tuple[str, ...] = ()) -> list[list[dict]]:
+                trailing: tuple[str, ...] = (), end_name: str | None = None) -> list[list[dict]]:
     """Split a device timeline into calls: each call starts after a [flush..., spin] delimiter.
 
     ``trailing``: the names, in order, of the harness's own activities that may run after a call's
     synchronisation (the clock probe); that exact sequence at the very end of a call is dropped.
+    ``end_name``: the harness's end marker, launched after each call's device-wide synchronisation
+    and before its own work between calls (output copies, edits of inputs): a call is cut at the
+    *last* activity of that name, so a candidate's own kernel of that name, which runs before the
+    marker, cannot cut its call short.
     """
     names = [e["name"] for e in events]
     k = len(flush_names)
@@ -148,6 +151,9 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
     for n, (_, body_start) in enumerate(starts):
         body_end = starts[n + 1][0] if n + 1 < len(starts) else len(events)
         body = events[body_start:body_end]
+        ends = [j for j, e in enumerate(body) if e["name"] == end_name] if end_name else []
+        if ends:
+            body = body[:ends[-1]]
         k = len(trailing)
         if k and len(body) > k and tuple(e["name"] for e in body[-k:]) == tuple(trailing):
             body = body[:-k]

@@ -37,7 +37,7 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA dev
 
 
 def _child(code: str) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr
