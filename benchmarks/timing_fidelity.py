@@ -37,8 +37,17 @@ TWO_PROCESS_CASE = "add_256MiB"
 WALL_MIN_S = 100e-6  # host wall-clock reference only where the host's launch path is hidden
 
 
-def _add_case(nbytes: int, device: str, n_sets: int = 4) -> Case:
+def _engine_set_count(input_bytes: int, tensor_bytes: int, device: str) -> int:
+    """As many rotating sets as `solbench run` would use (their inputs exceed 2x L2 where memory allows)."""
+    from solbench.engine.cases import available_memory, timing_set_count
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else None
+    return timing_set_count(input_bytes, device, l2, available_memory(device), tensor_bytes)
+
+
+def _add_case(nbytes: int, device: str, n_sets: int | None = None) -> Case:
     n = max(1, nbytes // 4)
+    n_sets = n_sets or _engine_set_count(2 * 4 * n, 3 * 4 * n, device)
     sets = [(torch.randn(n, device=device), torch.randn(n, device=device)) for _ in range(n_sets)]
     return (lambda i: torch.add(*sets[i])), n_sets, {"bytes": 3 * 4 * n, "expect": lambda i: sets[i][0] + sets[i][1]}
 

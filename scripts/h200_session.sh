@@ -52,9 +52,16 @@ for s in "$@"; do
     gpu_tests)
       step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider -rs tests/guards tests/timing tests/worker
       step gpu_cli timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rs tests/cli/test_run_command.py -k gpu ;;
+    sandbox_gpu)
+      # workers run as nobody under Landlock reads and seccomp: CUDA must work there first
+      step sandbox_gpu timeout ${SANDBOX_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider -rs \
+        tests/worker/test_worker_sandbox.py tests/cli/test_run_command.py -k gpu
+      if grep -q "failed" "$OUT/sandbox_gpu.log"; then
+        echo "=== sandbox_gpu failed: the later steps run their workers as root"; export SOLBENCH_WORKER_USER=root
+      fi ;;
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
-        python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial
+        python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ${ADV_K:+-k "$ADV_K"}
       cp "$OUT/adversarial_gpu.log" "results/h200/adversarial_gpu_$STAMP.log" ;;
     landlock_probe)
       step landlock_probe timeout 200 python3 scripts/landlock_cuda_probe.py ;;
@@ -72,8 +79,8 @@ for s in "$@"; do
       step fidelity timeout ${FIDELITY_TIMEOUT:-240} python3 benchmarks/timing_fidelity.py --out "results/h200/timing_fidelity_$STAMP.json" ;;
     overhead)
       # the all-stream CUPTI timer against events only, same problems and candidates, back to back
-      step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py -o "results/h200/harness_overhead_all_streams_$STAMP.json"
-      step overhead_events timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py --events-only -o "results/h200/harness_overhead_events_only_$STAMP.json" ;;
+      step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "results/h200/harness_overhead_all_streams_$STAMP.json"
+      step overhead_events timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} --events-only -o "results/h200/harness_overhead_events_only_$STAMP.json" ;;
     library_check)
       # every shipped eager and Triton candidate at each problem's smallest and largest workload:
       # false positives of the guards and the timer (time-boxed; records are written as they finish)

@@ -24,8 +24,10 @@ app = typer.Typer(
 def main() -> None:
     try:
         app(standalone_mode=True)
-    except SolbenchError as err:
-        typer.secho(f"error: {err}", err=True, fg="red")
+    except SolbenchError as err:  # its text may quote a file or a candidate: cleaned of control characters
+        from solbench.cli._common import safe_text
+
+        typer.secho(f"error: {safe_text(err)}", err=True, fg="red")
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("interrupted", err=True)

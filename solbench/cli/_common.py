@@ -1,13 +1,56 @@
-"""Small helpers shared by the command modules."""
+"""Small helpers shared by the command modules, and the one gate between text and the terminal.
+
+Names, reasons, paths and logs come from files and candidates that anyone may write. Everything the
+commands print goes through :class:`SafeConsole` (rich output) or :func:`echo` (plain output), which
+show control characters (ANSI and OSC escape sequences, carriage returns, bidirectional overrides) as
+U+FFFD, so no file can move the cursor, retitle the window or hide text. Untrusted text put inside
+rich markup is escaped with :func:`plain` first, so it cannot open a ``[link=...]`` either.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
+from collections.abc import Iterable
 
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.segment import Segment
+
+from solbench.present.markup import clean_text
 from solbench.units import si
 
-console = Console()
-err_console = Console(stderr=True)
+
+class SafeConsole(Console):
+    """A rich Console whose printed text never carries a control character.
+
+    Rich's own styles and cursor moves (control segments) pass; each other segment's text is cleaned
+    just before it is written (``_render_buffer`` is where every print, table and progress bar ends).
+    """
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(safe_text(seg.text), seg.style) for seg in buffer
+        )
+
+
+def safe_text(value: object) -> str:
+    """``value`` as text with its control characters shown as U+FFFD (newlines and tabs kept)."""
+    return clean_text(value)
+
+
+def plain(value: object) -> str:
+    """Untrusted text to put in a rich markup string or table cell: cleaned, its ``[`` escaped."""
+    return escape(safe_text(value))
+
+
+def echo(text: object, err: bool = False) -> None:
+    """``typer.echo`` of cleaned text (markdown and plain listings)."""
+    typer.echo(safe_text(text), err=err)
+
+
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
+
 
 def fmt_time(t: float | None) -> str:
     return si(t, "s")

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from solbench import api
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time
+from solbench.cli._common import console, err_console, fmt_time, plain
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
@@ -48,7 +48,7 @@ class RichProgress:
         self.bar.update(self.task_id, total=total)
 
     def task(self, problem: str, workload: str, candidate: str) -> None:
-        self.bar.update(self.task_id, description=f"{problem} [bold]{workload}[/] {candidate}")
+        self.bar.update(self.task_id, description=f"{plain(problem)} [bold]{plain(workload)}[/] {plain(candidate)}")
 
     def record(self, record: ResultRecord) -> None:
         self.bar.advance(self.task_id)
@@ -66,7 +66,7 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
     tables = []
     for problem, rows in by_problem.items():
         prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
-        table = Table(title=f"{problem} (scored against {rows[0].gpu_spec})", title_justify="left")
+        table = Table(title=f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})", title_justify="left")
         for col in ("workload", "candidate", "status", "time", "SOL", "bound", f"{prefix}FLOP/s", f"{prefix}B/s"):
             table.add_column(col, justify="right" if col in ("time", "SOL") or col.endswith("/s") else "left",
                              no_wrap=True)
@@ -75,9 +75,10 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            cells = [r.workload, r.solution, f"[{style}]{r.status}[/]", fmt_time(r.time_s), sol_text(r.sol), r.bound,
+            cells = [plain(r.workload), plain(r.solution), f"[{style}]{plain(r.status)}[/]", fmt_time(r.time_s),
+                     sol_text(r.sol), plain(r.bound),
                      _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
-            table.add_row(*cells, *([(r.reason or "")[:200]] if reasons else []))
+            table.add_row(*cells, *([plain((r.reason or "")[:200])] if reasons else []))
         tables.append(table)
     return tables
 
@@ -91,7 +92,8 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
     tables = []
     for problem, rows in groups.items():
         first = next(iter(rows.values()))[0]
-        table = Table(title=f"{problem}, interleaved rounds (scored against {first.gpu_spec})", title_justify="left")
+        table = Table(title=f"{plain(problem)}, interleaved rounds (scored against {plain(first.gpu_spec)})",
+                      title_justify="left")
         for col in ("workload", "candidate", "passed", "median time", "SOL", "spread", "times"):
             table.add_column(col, justify="left" if col in ("workload", "candidate", "times") else "right",
                              no_wrap=col != "times")
@@ -101,10 +103,10 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
             median = statistics.median(r.time_s for r in passed) if passed else None
             sol = sol_fraction(passed[0].t_ideal_s, median) if median and passed[0].t_ideal_s else None  # at the median
             spread = (max(r.time_s for r in passed) - min(r.time_s for r in passed)) / median if median else None
-            table.add_row(workload, candidate, f"[{style}]{len(passed)}/{len(rounds)}[/]", fmt_time(median),
+            table.add_row(plain(workload), plain(candidate), f"[{style}]{len(passed)}/{len(rounds)}[/]", fmt_time(median),
                           sol_text(sol),
                           "-" if spread is None else f"{spread:.1%}",
-                          " ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds))
+                          plain(" ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds)))
         tables.append(table)
     return tables
 
@@ -122,7 +124,8 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
     else:
         for table in results_tables(records):
             out.print(table)
-    out.print(f"{passed} of {len(records)} passed on {device} (spec {spec_id}); records appended to {output}",
+    out.print(f"{passed} of {len(records)} passed on {plain(device)} (spec {plain(spec_id)}); records appended to "
+              f"{plain(output)}",
               highlight=False)
     if not records or passed < len(records):
         raise typer.Exit(1)
@@ -158,13 +161,18 @@ def run(
     all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
     guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
                             f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
+    log_bytes: int = _setting("log_bytes", "--log-bytes"),
+    worker_user: str = _setting("worker_user", "--worker-user"),
+    worker_read: list[str] = typer.Option(None, "--worker-read", help=api.RunOptions.model_fields["worker_reads"].description
+                                          + " (repeatable)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
     options = api.resolve_options(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
         seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
-        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards,
+        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
+        worker_reads=tuple(worker_read) if worker_read else None,
     )
     if not options.guards:
         err_console.print(f"[yellow]warning:[/] guards off (--no-guards): engine-only checks, every record is flagged "

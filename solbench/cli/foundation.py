@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, si
+from solbench.cli._common import console, echo, err_console, fmt_time, plain, si
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
@@ -68,8 +68,8 @@ def list_problems(
         typer.echo(json.dumps(rows, indent=2))
         return
     if fmt == ListFormat.markdown:
-        typer.echo(f"| problem | model | op tags | dtypes | workloads | bound on {spec.name} |")
-        typer.echo("| --- | --- | --- | --- | --- | --- |")
+        echo(f"| problem | model | op tags | dtypes | workloads | bound on {spec.name} |")
+        echo("| --- | --- | --- | --- | --- | --- |")
         for r in rows:
             bounds = sorted({w["bound"] for w in r["workloads"]})
             wl = ", ".join(f"`{w['name']}`" for w in r["workloads"])
@@ -78,16 +78,16 @@ def list_problems(
                 folder = folder.relative_to(root.resolve() if folder.is_absolute() else root)
             except ValueError:
                 pass
-            typer.echo(f"| [{r['name']}]({folder.as_posix()}/problem.yaml) | {r['model']} | "
-                       f"{', '.join(r['tags'])} | {', '.join(r['dtypes'])} | {wl} | {' / '.join(bounds)} |")
+            echo(f"| [{r['name']}]({folder.as_posix()}/problem.yaml) | {r['model']} | "
+                 f"{', '.join(r['tags'])} | {', '.join(r['dtypes'])} | {wl} | {' / '.join(bounds)} |")
         return
-    table = Table(title=f"{len(rows)} problems (bound on {spec.name})")
+    table = Table(title=f"{len(rows)} problems (bound on {plain(spec.name)})")
     for col in ("problem", "model", "workloads", "bound"):
         table.add_column(col)
     for r in rows:
         mem = sum(w["bound"] == "memory" for w in r["workloads"])
         comp = len(r["workloads"]) - mem
-        table.add_row(r["name"], r["model"], str(len(r["workloads"])), f"{comp} compute / {mem} memory")
+        table.add_row(plain(r["name"]), plain(r["model"]), str(len(r["workloads"])), f"{comp} compute / {mem} memory")
     console.print(table)
 
 
@@ -109,14 +109,14 @@ def specs(
 
     for s in all_specs:
         ridge = f"{s.ridge_point('bfloat16'):.0f}" if "bfloat16" in s.peak_flops else "-"
-        table.add_row(s.id, s.name, s.kind, si(s.memory_bandwidth, "B/s"), peak(s, "bfloat16"),
+        table.add_row(plain(s.id), plain(s.name), s.kind, si(s.memory_bandwidth, "B/s"), peak(s, "bfloat16"),
                       peak(s, "float32"), peak(s, "float8_e4m3fn"), ridge)
     if fmt == ListFormat.markdown:
-        typer.echo("| id | name | bandwidth | bf16 | fp32 | fp8 |")
-        typer.echo("| --- | --- | --- | --- | --- | --- |")
+        echo("| id | name | bandwidth | bf16 | fp32 | fp8 |")
+        echo("| --- | --- | --- | --- | --- | --- |")
         for s in all_specs:
-            typer.echo(f"| {s.id} | {s.name} | {si(s.memory_bandwidth, 'B/s')} | {peak(s, 'bfloat16')} | "
-                       f"{peak(s, 'float32')} | {peak(s, 'float8_e4m3fn')} |")
+            echo(f"| {s.id} | {s.name} | {si(s.memory_bandwidth, 'B/s')} | {peak(s, 'bfloat16')} | "
+                 f"{peak(s, 'float32')} | {peak(s, 'float8_e4m3fn')} |")
         return
     console.print(table)
 
@@ -135,12 +135,12 @@ def sol(
     if as_json:
         typer.echo(json.dumps([pt.contract_dict() for pt in pts], indent=2))
         return
-    table = Table(title=f"{p.name} on {spec.name} ({p.compute_dtype} peak {si(spec.peak(p.compute_dtype), 'FLOP/s')}, "
+    table = Table(title=f"{plain(p.name)} on {plain(spec.name)} ({p.compute_dtype} peak {si(spec.peak(p.compute_dtype), 'FLOP/s')}, "
                         f"{si(spec.memory_bandwidth, 'B/s')}, ridge {spec.ridge_point(p.compute_dtype):.0f} FLOP/B)")
     for col in ("workload", "FLOPs", "bytes", "FLOP/B", "T_compute", "T_memory", "T_ideal", "bound"):
         table.add_column(col, justify="right" if col not in ("workload", "bound") else "left")
     for pt in pts:
-        table.add_row(pt.workload, si(pt.flops), si(pt.bytes, "B"), f"{pt.arithmetic_intensity:.3g}",
+        table.add_row(plain(pt.workload), si(pt.flops), si(pt.bytes, "B"), f"{pt.arithmetic_intensity:.3g}",
                       fmt_time(pt.t_compute_s), fmt_time(pt.t_memory_s), fmt_time(pt.t_ideal_s), pt.bound)
     console.print(table)
 

@@ -2,6 +2,10 @@
 
 Each reads its files once (``_load``) and builds one Selection from the filter flags (``selecting``).
 pandas and matplotlib are imported inside the commands, so other commands start without them.
+
+Nothing is dropped silently: every line skipped while reading and every group of records the filters
+matched but the output does not show (another roof of a GPU) is one ``warning: ...`` line on stderr
+(the first ``MAX_WARNINGS_SHOWN``, then a count); HTML, JSON and markdown output list them too.
 """
 
 from __future__ import annotations
@@ -53,8 +57,9 @@ FILTERS: dict[str, tuple[Any, Any]] = {
     "gpu": (list[str], typer.Option(None, "--gpu", help="spec id (h200_sxm) or part of the device name; repeatable")),
     "tag": (list[str], typer.Option(None, "--tag", help="keep problems with this tag; repeatable")),
     "candidate": (list[str], typer.Option(None, "--candidate", help="candidate name or glob; repeatable")),
-    "roof": (str, typer.Option(None, "--roof", help="datasheet or measured: the roof SOL is computed against "
-                                                     "[default: datasheet when present]; never both at once")),
+    "roof": (str, typer.Option(None, "--roof", help="datasheet, measured or estimate (a CPU without a measured "
+                                                     "spec): the roof SOL is computed against, one per GPU "
+                                                     "(default: each GPU's datasheet, else measured, else estimate)")),
 }
 
 
@@ -86,13 +91,23 @@ def _load(paths: list[Path] | None):
     if not paths and not DEFAULT_RESULTS.is_dir():
         raise SolbenchError("no results/ folder here: pass result files (.jsonl), or run `solbench run` first")
     df = load_results(paths or [DEFAULT_RESULTS], warn=False)
-    warnings = df.attrs.get("warnings", [])
-    for w in warnings[:MAX_WARNINGS_SHOWN]:
-        err_console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"))
-    if len(warnings) > MAX_WARNINGS_SHOWN:
-        err_console.print(Text(f"... and {len(warnings) - MAX_WARNINGS_SHOWN} more warnings", style="yellow"))
-    df.attrs["warnings"] = []  # shown once, here
+    _warn(df.attrs.get("warnings", []))  # kept in attrs too: the HTML and JSON outputs list them
     return df
+
+
+def _warn(lines: list[str]) -> None:
+    """One ``warning:`` line each on stderr, cleaned and cut; past MAX_WARNINGS_SHOWN, a count."""
+    for w in lines[:MAX_WARNINGS_SHOWN]:
+        err_console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"), soft_wrap=True)
+    if len(lines) > MAX_WARNINGS_SHOWN:
+        err_console.print(Text(f"... and {len(lines) - MAX_WARNINGS_SHOWN} more warnings", style="yellow"))
+
+
+def _warn_left_out(df, selection: Selection) -> None:
+    """What the selection matched but the output will not show (another roof of a GPU)."""
+    from solbench.present.frame import select_records
+
+    _warn(select_records(df, selection)[1])
 
 
 def _done(what: str, path: Path) -> None:
@@ -113,8 +128,9 @@ def leaderboard(
     from solbench.present.ranking import leaderboard as build_leaderboard
 
     lb = build_leaderboard(_load(results), selection)
+    _warn(lb.left_out)
     if fmt == BoardFormat.table and output is None:
-        print_leaderboard(lb, console)
+        print_leaderboard(lb, console, notes=False)  # said on stderr already
         return
     text = format_leaderboard(lb, "markdown" if fmt == BoardFormat.table else fmt.value)
     if output is None:
@@ -138,7 +154,9 @@ def _plot_command(kind: str, what: str, doc: str) -> None:
         from solbench.present import plots
 
         plot = getattr(plots, f"plot_{kind}")
-        _done(what, plot(_load(results), output, selection, title=title))
+        df = _load(results)
+        _warn_left_out(df, selection)
+        _done(what, plot(df, output, selection, title=title))
 
     command.__doc__ = doc
     plot_app.command(kind)(selecting(command))
@@ -165,6 +183,7 @@ def report(
     from solbench.present.report import write_report
 
     sources = [str(p) for p in results or [DEFAULT_RESULTS]]
-    path = write_report(_load(results), output, selection, title=title, charts=charts.value, workers=jobs,
-                        sources=sources)
+    df = _load(results)
+    _warn_left_out(df, selection)
+    path = write_report(df, output, selection, title=title, charts=charts.value, workers=jobs, sources=sources)
     _done("report", path)

@@ -48,15 +48,26 @@ def load_module(path: Path, name_hint: str = "ref") -> Any:
         raise ProblemError([f"{path}: cannot be imported"]) from None
 
 
+def _real_file(problem: Problem, key: str, ref: str) -> Path:
+    """The real path of a reference or generator, checked again at import (validation checked it at load)."""
+    from solbench.data.problem import inside_folder
+
+    file = ref.rpartition(":")[0]
+    real = inside_folder(problem, file)
+    if real is None:
+        raise ProblemError([f"{problem.path or problem.name}: {key}: {file!r} resolves outside the problem's folder"])
+    return real
+
+
 def load_reference(problem: Problem) -> Callable[..., Any]:
-    mod = load_module(problem.reference_file, "ref")
+    mod = load_module(_real_file(problem, "reference", problem.reference), "ref")
     return getattr(mod, problem.reference_function)
 
 
 def load_generator(problem: Problem) -> Callable[..., dict] | None:
     if not problem.input_generator:
         return None
-    mod = load_module(problem.generator_file, "gen")  # type: ignore[arg-type]
+    mod = load_module(_real_file(problem, "input_generator", problem.input_generator), "gen")
     return getattr(mod, problem.generator_function)  # type: ignore[arg-type]
 
 

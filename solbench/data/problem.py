@@ -24,6 +24,13 @@ from solbench.errors import ExpressionError, ProblemError
 Scalar = int | float | bool
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Workload names and tags reach terminals, file names and URLs: a letter or digit, then letters, digits, _ . -
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+_MAX_NAME = 128
+MAX_TENSOR_BYTES = 1 << 40
+"""The most one tensor, or one workload's inputs and outputs together, may hold: 1 TiB, several times
+the memory of any GPU; a shape past it is a typo or an attack, refused before anything is allocated."""
+_MAX_SOURCE_BYTES = 1 << 20  # a reference or generator file; the shipped ones are a few KB
 
 
 class _Strict(BaseModel):
@@ -230,6 +237,22 @@ class Problem(_Strict):
         return self.tolerance.model_copy(update=upd)
 
 
+def _size_error(value: object) -> str | None:
+    """Why a declared size (axis value, shape entry) is not one; None when it is."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return f"{_value_text(value)} must be a positive integer"
+    if value >= _expr.LIMIT:
+        return f"{_value_text(value)} is too large (sizes must be below 2^63)"
+    return None
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"{'-' if value < 0 else ''}2^{abs(value).bit_length() - 1}-ish"  # str() of a huge int raises
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _as_size(value: float, what: str) -> int:
     if isinstance(value, float):
         if not value.is_integer():
@@ -260,9 +283,10 @@ def _unknown_names(where: str, text: str | int | float, known: set[str],
 
 
 def _check_name(p: Problem) -> list[str]:
-    if _NAME_RE.match(p.name):
-        return []
-    return [f"name: {p.name!r} must look like <family>.<op> (letters, digits, _ - .)"]
+    errs = [] if _NAME_RE.match(p.name) and len(p.name) <= _MAX_NAME else [
+        f"name: {_value_text(p.name)} must look like <family>.<op> (letters, digits, _ - .; at most {_MAX_NAME})"]
+    return errs + [f"tags[{i}]: {_value_text(t)} must be a letter or digit, then letters, digits, _ . - (at most 64)"
+                   for i, t in enumerate(p.tags) if not _LABEL_RE.match(t)]
 
 
 def _check_axes(p: Problem) -> list[str]:
@@ -278,8 +302,8 @@ def _check_const_axis(n: str, a: Axis, axis_names: set[str]) -> list[str]:
     errs = []
     if a.value is None:
         errs.append(f"axes.{n}: a const axis needs a value")
-    elif a.value <= 0:
-        errs.append(f"axes.{n}.value: {a.value} must be a positive integer")
+    elif _size_error(a.value):
+        errs.append(f"axes.{n}.value: {_size_error(a.value)}")
     if a.expr is not None:
         errs.append(f"axes.{n}.expr: only expr axes have an expr")
     return errs
@@ -307,8 +331,8 @@ def _check_test_axes(p: Problem) -> list[str]:
     for a, v in p.test_axes.items():
         if a not in p.axes or p.axes[a].type == "expr":
             errs.append(f"test_axes.{a}: not a const or var axis")
-        elif isinstance(v, bool) or v <= 0:
-            errs.append(f"test_axes.{a}: {v} must be a positive integer")
+        elif _size_error(v):
+            errs.append(f"test_axes.{a}: {_size_error(v)}")
     return errs
 
 
@@ -347,7 +371,7 @@ def _check_dim(where: str, d: int | str, axis_names: set[str]) -> list[str]:
     if isinstance(d, bool):
         return [f"{where}: {d!r} is not a size"]
     if isinstance(d, int):
-        return [f"{where}: {d} must be a positive integer"] if d <= 0 else []
+        return [f"{where}: {_size_error(d)}"] if _size_error(d) else []
     return _unknown_names(where, d, axis_names,
                           lambda names: f"unknown axis {', '.join(names)} (declare it under axes)")
 
@@ -378,8 +402,11 @@ def _check_workloads(p: Problem) -> list[str]:
     errs: list[str] = []
     seen: set[str] = set()
     for i, w in enumerate(p.workloads):
-        where = f"workloads[{i}] ({w.name})"
-        if w.name in seen:
+        where = _workload_where(i, w)
+        if not _LABEL_RE.match(w.name):
+            errs.append(f"{where}.name: a workload name is a letter or digit, then letters, digits, _ . - "
+                        "(at most 64)")
+        elif w.name in seen:
             errs.append(f"{where}.name: duplicate workload name")
         seen.add(w.name)
         errs.extend(_check_workload_axes(p, where, w))
@@ -393,8 +420,8 @@ def _check_workload_axes(p: Problem, where: str, w: Workload) -> list[str]:
         if a not in var:
             kind = p.axes[a].type if a in p.axes else "unknown"
             errs.append(f"{where}.axes.{a}: not a var axis ({kind}); workloads set var axes only")
-        elif isinstance(v, bool) or v <= 0:
-            errs.append(f"{where}.axes.{a}: {v} must be a positive integer")
+        elif _size_error(v):
+            errs.append(f"{where}.axes.{a}: {_size_error(v)}")
     return errs
 
 
@@ -410,39 +437,101 @@ _FORM_CHECKS: tuple[Callable[[Problem], list[str]], ...] = (
 )
 
 
+def _workload_where(i: int, w: Workload) -> str:
+    return f"workloads[{i}] ({w.name if _LABEL_RE.match(w.name) else _value_text(w.name)})"
+
+
 def _check_evaluation(p: Problem) -> list[str]:
-    """Every workload's axes, shapes and formulas evaluate (sizes positive, flops and bytes not negative)."""
-    return [line for i, w in enumerate(p.workloads) for line in _evaluate_workload(p, f"workloads[{i}] ({w.name})", w)]
+    """Every workload's axes, shapes and formulas evaluate (sizes positive and below 2^63, flops and bytes
+    not negative), and its tensors could exist (:data:`MAX_TENSOR_BYTES`)."""
+    return [line for i, w in enumerate(p.workloads) for line in _evaluate_workload(p, _workload_where(i, w), w)]
 
 
 def _evaluate_workload(p: Problem, where: str, w: Workload) -> list[str]:
-    errs = []
     try:
         env = p.resolve_axes(w)
-        for tn in [*p.inputs, *p.outputs]:
-            p.shape(tn, env)
-        for key in ("flops", "bytes"):
-            val = getattr(p, key)
-            if val != "auto" and _expr.evaluate(val, env) < 0:
-                errs.append(f"{where}: {key} is negative")
+        errs = _tensor_size_errors(p, env)
     except (ExpressionError, ProblemError) as e:
-        errs.append(f"{where}: {e}")
+        errs, env = [str(e)], None
+    if env is not None:
+        errs += [line for key in ("flops", "bytes") for line in _formula_errors(p, key, env)]
+    return [f"{where}: {e}" for e in errs]
+
+
+def _formula_errors(p: Problem, key: str, env: dict[str, int]) -> list[str]:
+    formula = getattr(p, key)
+    try:
+        negative = formula != "auto" and _expr.evaluate(formula, env) < 0
+    except ExpressionError as e:
+        return [f"{key}: {e}"]
+    return [f"{key} is negative"] if negative else []
+
+
+def _tensor_size_errors(p: Problem, env: dict[str, int]) -> list[str]:
+    """Tensors larger than MAX_TENSOR_BYTES, then the workload's total if only that is."""
+    errs, total = [], 0
+    for section, tensors in (("inputs", p.inputs), ("outputs", p.outputs)):
+        for tn, t in tensors.items():
+            shape = p.shape(tn, env)
+            nbytes = 0 if shape is None else math.prod(shape) * ITEMSIZE[t.dtype]
+            total += nbytes
+            if nbytes > MAX_TENSOR_BYTES:
+                errs.append(f"{section}.{tn}: shape {shape} of {t.dtype} takes {_bytes_text(nbytes)}, more than "
+                            "the 1 TiB (2^40 bytes) a tensor may take")
+    if total > MAX_TENSOR_BYTES and not errs:
+        errs.append(f"inputs and outputs: {_bytes_text(total)} together, more than the 1 TiB (2^40 bytes) "
+                    "a workload's tensors may take")
     return errs
+
+
+def _bytes_text(n: int) -> str:
+    return f"{n / 2**40:.3g} TiB" if n.bit_length() < 1000 else f"about 2^{n.bit_length() - 1} bytes"
+
+
+def inside_folder(p: Problem, file: str) -> Path | None:
+    """The real path of ``file`` (relative to the problem's folder) if it lies inside that folder, else None.
+
+    By real path, so a link inside the folder that points out of it is refused like ``../x.py`` is.
+    """
+    folder = p.folder.resolve()
+    real = (folder / file).resolve()
+    return real if real.is_relative_to(folder) and real != folder else None
+
+
+def _reference_source(p: Problem, file: str) -> tuple[Path | None, str]:
+    """(path, source) of a reference or generator file, or (None, why it cannot be used)."""
+    if "\x00" in file or Path(file).is_absolute() or ".." in Path(file).parts:
+        return None, f"{file!r} must be a path inside the problem's folder"
+    path = p.folder / file
+    if not path.is_file():
+        return None, f"file {file!r} not found next to the problem file"
+    if inside_folder(p, file) is None:
+        return None, f"{file!r} is a link to {path.resolve()}, outside the problem's folder"
+    try:
+        if path.stat().st_size > _MAX_SOURCE_BYTES:
+            return None, f"{file} is larger than {_MAX_SOURCE_BYTES >> 20} MiB"
+        return path, path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"cannot read {file} ({type(e).__name__})"
+
+
+def _parse_source(path: Path, source: str) -> tuple[ast.Module | None, str]:
+    try:
+        return ast.parse(source, filename=str(path)), ""
+    except SyntaxError as e:
+        return None, f"{path.name} has a syntax error at line {e.lineno}: {e.msg}"
+    except (ValueError, RecursionError, MemoryError) as e:  # a NUL byte (3.11), nesting the parser gives up on
+        return None, f"{path.name} cannot be parsed ({type(e).__name__})"
 
 
 def _check_reference(p: Problem, key: str, ref: str) -> list[str]:
     file, sep, func = ref.rpartition(":")
     if not sep or not file.endswith(".py") or not _IDENT_RE.match(func):
-        return [f"{key}: {ref!r} must be 'file.py:function'"]
-    path = p.folder / file
-    if Path(file).is_absolute() or ".." in Path(file).parts:
-        return [f"{key}: {file!r} must be a path inside the problem's folder"]
-    if not path.is_file():
-        return [f"{key}: file {file!r} not found next to the problem file"]
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as e:
-        return [f"{key}: {file} has a syntax error at line {e.lineno}: {e.msg}"]
+        return [f"{key}: {_value_text(ref)} must be 'file.py:function'"]
+    path, source = _reference_source(p, file)
+    tree, why = _parse_source(path, source) if path is not None else (None, source)
+    if tree is None:
+        return [f"{key}: {why}"]
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if func not in defs:
         return [f"{key}: {file} defines no top-level function {func!r}"]

@@ -4,6 +4,13 @@ Writers take an exclusive lock (filelock) and append whole lines with one write 
 concurrent runs lose nothing and a kill mid-run leaves every earlier line readable. A torn last
 line (a writer killed mid-write) is skipped by readers with a warning, and the next writer
 starts on a fresh line.
+
+Readers trust nothing: every line is checked against the record schema (:class:`ResultRecord`)
+and a line that fails is skipped with one warning, ``file:line: reason``; the rest of the file is
+read. Beyond the schema a line must nest at most ``MAX_DEPTH`` levels (a record nests four) and
+hold no integer outside 64 bits (no count, size or axis is that large; Python would refuse to read
+one of more than 4300 digits, and pandas one beyond a double). Whether the numbers make sense
+(a SOL of 1e308) is for the presentation layer to judge: here a record is only well-formed.
 """
 
 from __future__ import annotations
@@ -15,8 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from pydantic import ValidationError
 
 from solbench.data.record import ResultRecord
+
+MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
+_INT_RANGE = (-(2**63), 2**64)
 
 
 def _lock_for(path: Path) -> FileLock:
@@ -53,30 +64,105 @@ def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, 
 
 
 def read_records(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """All records from JSONL files or folders of them; unreadable lines become warnings."""
+    """All records from JSONL files or folders of them, as dicts with ``_source`` ("file:line").
+
+    A line that is not a well-formed record is skipped with a warning ``file:line: reason``; an
+    unreadable file or a missing path is one warning too. Nothing in a file makes this raise.
+    """
     records: list[dict[str, Any]] = []
     warnings: list[str] = []
+    for f in _result_files(paths, warnings):
+        _read_file(f, records, warnings)
+    return records, warnings
+
+
+def _result_files(paths: Iterable[str | Path], warnings: list[str]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.rglob("*.jsonl")))
+            files.extend(f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
         elif p.is_file():
             files.append(p)
+        elif p.exists():
+            warnings.append(f"{p}: not a regular file or folder, skipped")
         else:
             warnings.append(f"{p}: no such file or folder")
-    for f in files:
+    return files
+
+
+def _read_file(f: Path, records: list[dict[str, Any]], warnings: list[str]) -> None:
+    try:
         with open(f, encoding="utf-8", errors="replace") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as err:
-                    warnings.append(f"{f}:{lineno}: unreadable line skipped ({err.msg})")
+                obj, problem = parse_record_line(line)
+                if obj is None:
+                    warnings.append(f"{f}:{lineno}: {problem}")
                     continue
-                if not isinstance(obj, dict) or "problem" not in obj or "status" not in obj:
-                    warnings.append(f"{f}:{lineno}: not a result record, skipped")
-                    continue
-                obj.setdefault("_source", f"{f}:{lineno}")
+                obj["_source"] = f"{f}:{lineno}"  # where it came from, whatever the line says
                 records.append(obj)
-    return records, warnings
+    except OSError as err:
+        warnings.append(f"{f}: unreadable ({err.strerror or err}), skipped")
+
+
+class _BadLine(ValueError):
+    """A line's JSON holds something no record can (raised from inside the decoder)."""
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > 20:  # before int(): Python refuses more than 4300 digits, and slowly
+        raise _BadLine(f"an integer of {digits} digits, beyond 64 bits")
+    value = int(text)
+    if not _INT_RANGE[0] <= value < _INT_RANGE[1]:
+        raise _BadLine(f"an integer of {digits} digits, beyond 64 bits")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_int=_bounded_int)
+
+
+def _too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether containers nest more than ``limit`` levels (iterative: no recursion to exhaust)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _schema_problem(err: ValidationError) -> str:
+    """The first schema error in one line: the field (record text, so quoted and cut) and why."""
+    errors = err.errors(include_url=False, include_input=False)
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"])
+    where = f"{ascii(field[:80])[1:-1]}: " if field else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"not a valid record: {where}{first['msg']}{more}, line skipped"
+
+
+def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str]:
+    """One line as a record dict, or None and why it is not one (a phrase for ``file:line: ...``)."""
+    try:
+        obj = _DECODER.decode(line)
+    except RecursionError:
+        return None, f"not a valid record: nested more than {MAX_DEPTH} levels deep, line skipped"
+    except _BadLine as err:
+        return None, f"unreadable line skipped ({err})"
+    except ValueError as err:  # JSONDecodeError
+        return None, f"unreadable line skipped ({getattr(err, 'msg', 'not JSON')})"
+    if not isinstance(obj, dict) or "problem" not in obj or "status" not in obj:
+        return None, "not a result record, line skipped"
+    if isinstance(obj["status"], str) and not obj["status"].isupper():
+        obj["status"] = obj["status"].upper()  # early records wrote "passed"
+    if line.count("{") + line.count("[") > MAX_DEPTH and _too_deep(obj):
+        return None, f"not a valid record: nested more than {MAX_DEPTH} levels deep, line skipped"
+    try:
+        ResultRecord.model_validate(obj)
+    except ValidationError as err:
+        return None, _schema_problem(err)
+    return obj, ""

@@ -52,6 +52,12 @@ class WorkloadCases:
     tolerance: Tolerance
     rounds: list[Case] = field(default_factory=list)
     sets: list[Case] = field(default_factory=list)
+    # What the checks of timed calls need (solbench.engine.verification): the reference and input
+    # generator for edited and fresh inputs, the device, and a seed derived from the secret base seed.
+    reference: Callable[..., Any] | None = None
+    generator: Callable[..., dict] | None = None
+    device: str = "cpu"
+    verify_seed: int = 0
 
 
 def _clone(v: Any) -> Any:
@@ -130,17 +136,45 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
                   l2_bytes: int | None = None, axes: dict[str, int] | None = None) -> WorkloadCases:
     """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs."""
     axes = axes if axes is not None else problem.resolve_axes(workload)
-    cases = WorkloadCases(problem, workload, axes, problem.tolerance_for(workload))
-    for r in range(rounds):
-        seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
-        cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
-    first = cases.rounds[0] if cases.rounds else None
-    n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
-                              available_memory(device), first.tensor_bytes() if first else None)
-    for i in range(n_sets):
-        seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
-        cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+    check_fits(problem, workload, axes, rounds, device)
+    cases = WorkloadCases(problem, workload, axes, problem.tolerance_for(workload), reference=ref_fn, generator=gen_fn,
+                          device=device, verify_seed=derive_seed(base_seed, problem.name, workload.name, "verify", 0))
+    try:
+        for r in range(rounds):
+            seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
+            cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+        first = cases.rounds[0] if cases.rounds else None
+        n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
+                                  available_memory(device), first.tensor_bytes() if first else None)
+        for i in range(n_sets):
+            seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
+            cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+    except (MemoryError, RuntimeError) as err:
+        if not _out_of_memory(err):
+            raise
+        raise ProblemError([f"{problem.name}: workload {workload.name}: its inputs and reference outputs do not fit "
+                            f"in {device} memory ({' '.join(str(err).split())[:200]}); run a smaller workload"]) from None
     return cases
+
+
+def check_fits(problem: Problem, workload: Workload, axes: dict[str, int], rounds: int, device: str) -> None:
+    """Refuse, before anything is allocated, a workload whose tensors cannot fit the device's free memory.
+
+    A lower bound: the parent keeps every round and at least two timing sets (inputs and reference
+    outputs each) and the worker one more copy, so ``(rounds + 3) x`` the workload's tensor bytes.
+    """
+    need = (rounds + 3) * problem.auto_bytes(axes)
+    free = available_memory(device)
+    if need > free:
+        raise ProblemError([f"{problem.name}: workload {workload.name}: needs at least {need / 2**30:.1f} GiB "
+                            f"({rounds} rounds, 2 timing sets and the worker's copy of its tensors) but {device} "
+                            f"has {free / 2**30:.1f} GiB free; run a smaller workload (--workload)"])
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """An allocation failure (torch.OutOfMemoryError is a RuntimeError; the CPU allocator raises a plain one)."""
+    text = str(err)
+    return isinstance(err, MemoryError) or "out of memory" in text.lower() or "can't allocate memory" in text
 
 
 def message_bytes(cases: list[Case]) -> int:

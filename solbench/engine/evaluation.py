@@ -7,8 +7,10 @@ The parent sends inputs, receives raw outputs and raw timing samples, and decide
    ``inplace_of`` it, in which case that input must hold the expected output afterwards);
 2. timing on the rotating sets (:func:`solbench.timing.time_calls` in the worker), with NVML
    telemetry sampled around it;
-3. the outputs of the timed calls are checked against the reference for their set, and the sets
-   must come back unchanged.
+3. the outputs of the timed calls are checked: the last of each set, those of samples the parent
+   chose, and the refresh run's, each against the reference for the inputs it saw (the parent's
+   edits between samples included: :mod:`solbench.engine.verification`); the sets must come back
+   unchanged but for those edits.
 
 Any worker failure ends the evaluation: a timeout is TIMEOUT, a dead worker or a protocol violation
 RUNTIME_ERROR, an exception in ``run`` RUNTIME_ERROR with its message.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from solbench.data.record import Status
@@ -26,6 +29,7 @@ from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
+from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
 from solbench.guards import check_concurrency, snapshot_concurrency
 from solbench.timing.config import TimingConfig
 from solbench.worker.candidate import CandidateFile
@@ -42,27 +46,37 @@ class CandidateSlot:
     The worker goes through ``spawned`` (importing torch; may happen ahead of its turn) ->
     ``loading`` (importing the candidate) -> ``ready``. A load that fails (compile error, crash or
     timeout while importing) is remembered: every later workload of the candidate gets the same
-    result without importing it again.
+    result without importing it again. So is a first call that ran out of the compile timeout: the
+    first calls of its later workers get the workload's timeout only.
     """
 
     candidate: CandidateFile
     device: str
     guards: bool = True  # off: the worker runs without its guards (RunOptions.guards)
+    account: tuple[int, int] | None = None  # (uid, gid) the worker runs as (RunOptions.worker_user), or None
+    reads: tuple[str, ...] = ()  # more folders the worker may read (RunOptions.worker_reads)
     client: WorkerClient | None = None
     state: str = "none"  # none | spawned | loading | ready
     load_failure: Evaluation | None = None
     load_log: str = ""
     load_sent_at: float = 0.0
     first_call: bool = True  # the next call is the worker's first: it gets the compile timeout
+    first_call_timed_out: bool = False  # a first call ran out of the compile timeout: no second one
     log_start: int = 0
     startup: dict[str, float] = field(default_factory=dict)  # start and load times, for the next record
 
     def spawn(self) -> None:
         """Start the worker process now; it imports torch while other work goes on."""
         if self.load_failure is None and self.client is None:
-            self.client = WorkerClient(self.device, guards=self.guards)
+            self.client = WorkerClient(self.device, guards=self.guards, account=self.account,
+                                       reads=self._readable())
             self.client.spawn()
-            self.state, self.first_call, self.log_start = "spawned", True, 0
+            self.state, self.first_call, self.log_start = "spawned", not self.first_call_timed_out, 0
+
+    def _readable(self) -> tuple[str, ...]:
+        """The candidate's folder (where it is and where a link to it leads) and the run's extra ones."""
+        path = Path(self.candidate.path)
+        return tuple(dict.fromkeys([str(path.absolute().parent), str(path.resolve().parent), *self.reads]))
 
     def send_load(self, compile_timeout_s: float) -> None:
         """Wait for the worker to be up and ask it to import the candidate (the reply is read later)."""
@@ -108,6 +122,9 @@ class CandidateSlot:
         return failure
 
     def log(self, log_bytes: int) -> str:
+        """The candidate's own output since its workload began: the last ``log_bytes`` (0: none)."""
+        if log_bytes <= 0:
+            return ""
         if self.client is None:
             return self.load_log[-log_bytes:]
         return self.client.read_log(self.log_start, log_bytes)
@@ -162,14 +179,25 @@ class _Stop(Exception):
 
 
 def _check_call(ctx: EvaluationContext, case: Case, reply: dict[str, Any], where: str) -> dict[str, Any]:
-    """Check one call's outputs and inputs; raise _Stop(INCORRECT) on the first problem."""
+    """Check one call's outputs and inputs (either may be absent from ``reply`` for a timed call's
+    check); raise _Stop(INCORRECT) on the first problem."""
+    tol = ctx.cases.tolerance
+    result: dict[str, Any] = {}
+    if "outputs" in reply:
+        check = check_outputs(reply.get("outputs"), case.expected, ctx.device_type, tol.atol, tol.rtol,
+                              tol.max_mismatch_ratio)
+        if not check.passed:
+            raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
+        result = check.as_dict()
+    if "inputs_after" in reply:
+        _check_inputs(ctx, case, reply["inputs_after"], where)
+    return result
+
+
+def _check_inputs(ctx: EvaluationContext, case: Case, after: Any, where: str) -> None:
+    """No input changed, but those an output is declared ``inplace_of``, which must hold it."""
     problem, tol = ctx.cases.problem, ctx.cases.tolerance
-    check = check_outputs(reply.get("outputs"), case.expected, ctx.device_type, tol.atol, tol.rtol,
-                          tol.max_mismatch_ratio)
-    if not check.passed:
-        raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
     inplace = {spec.inplace_of: name for name, spec in problem.outputs.items() if spec.inplace_of}
-    after = reply.get("inputs_after")
     changed = mutated_inputs(case.inputs, after, allowed=set(inplace))
     if changed:
         raise _Stop(Evaluation(Status.INCORRECT, f"{where}: mutated input {', '.join(changed)} (declare an output "
@@ -182,7 +210,6 @@ def _check_call(ctx: EvaluationContext, case: Case, reply: dict[str, Any], where
         if not ok or not compare_tensors(now, ref, tol.atol, tol.rtol, tol.max_mismatch_ratio).passed:
             raise _Stop(Evaluation(Status.INCORRECT, f"{where}: output {out!r} is declared in place of input "
                                                      f"{inp!r}, but that input does not hold it after the call", where))
-    return check.as_dict()
 
 
 def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_bytes: int,
@@ -220,6 +247,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     phase = "round 1"
     timing: dict[str, Any] = {}
     clock = time.monotonic()
+    first = False
     try:
         for r, case in enumerate(cases.rounds):
             phase = f"round {r + 1}"
@@ -240,12 +268,13 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = time.monotonic()
         phase = "timing"
         config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
+        plan = draw_plan(cases, ctx.timing_config.min_samples)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
-                  "config": config}
+                  "config": config, "verify": request(plan, cases)}
         with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
             try:
                 reply = _request(slot, header, max(deadline - time.monotonic(), 0.001),
-                                 message_bytes(cases.sets), "timing", workload_limit)
+                                 message_bytes(cases.sets) + reply_bytes(plan), "timing", workload_limit)
             finally:
                 sampler.stop()
                 ctx.telemetry.update(sampler.result())
@@ -253,11 +282,13 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = time.monotonic()
         _add_findings(findings, _findings(reply) + processes_left(slot))
         timing = _valid_timing(reply.get("timing"))
-        correctness["timed"] = _recheck_timed(ctx, reply)
+        correctness["timed"] = _recheck_timed(ctx, reply, plan)
         ctx.harness["recheck_s"] = time.monotonic() - clock
         phase = "done"
     except _Stop as stop:
         ev = stop.evaluation
+        # A first call that hung through the compile timeout gets no second one in later workloads.
+        slot.first_call_timed_out = slot.first_call_timed_out or (first and ev.status == Status.TIMEOUT)
         ev.correctness = correctness | {"failed_in": ev.phase}
         ev.findings = findings
         ev.timing = timing  # kept when the re-check of the timed outputs failed
@@ -300,23 +331,21 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
 
 
-def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any]) -> dict[str, Any]:
-    """The outputs of the timed calls against each set's reference; the sets must be unchanged."""
-    cases = ctx.cases
-    last, after = reply.get("last_outputs"), reply.get("sets_after")
-    if not isinstance(last, list) or not isinstance(after, list) or len(last) != len(cases.sets) \
-            or len(after) != len(cases.sets):
-        raise MalformedReply("last_outputs and sets_after must have one entry per set")
-    checked = 0
-    for i, case in enumerate(cases.sets):
-        where = f"timed call on set {i + 1} of {len(cases.sets)}"
-        if last[i] is not None:
-            _check_call(ctx, case, {"outputs": last[i], "inputs_after": after[i]}, where)
-            checked += 1
-        else:
-            changed = mutated_inputs(case.inputs, after[i])
-            if changed:
-                raise _Stop(Evaluation(Status.INCORRECT, f"{where}: mutated input {', '.join(changed)}", where))
-    if checked == 0:
+def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any], plan: TimedPlan) -> dict[str, Any]:
+    """The timed outputs (last per set, the kept samples, the refresh run) against the reference for
+    the inputs each saw; the sets must be unchanged but for the parent's own edits and refresh."""
+    checks = timed_checks(ctx.cases, plan, reply)
+    outputs = [c for c in checks if "outputs" in c[2]]
+    if len(outputs) < 2:  # the refresh run and at least one timed call
         raise MalformedReply("no timed output came back")
-    return {"sets": len(cases.sets), "sets_checked": checked, "passed": True}
+    done: list[tuple[Case, Any]] = []
+    for where, case, part in checks:
+        if "outputs" in part and already_checked(done, case, part["outputs"]):
+            part = {k: v for k, v in part.items() if k != "outputs"}
+        _check_call(ctx, case, part, where)
+        if "outputs" in part:
+            done.append((case, part["outputs"]))
+    return {"sets": len(ctx.cases.sets), "outputs_checked": len(outputs), "samples": reply["samples"],
+            "kept_samples": len(reply["kept"]),
+            "edits_applied": sum(e.sample < reply["samples"] for e in plan.edits),
+            "refresh_set": plan.refresh_set + 1, "passed": True}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -13,6 +15,7 @@ MIN_ROUNDS = 3
 # The flag a record of a run without the guards carries (``RunOptions.guards`` off).
 GUARDS_OFF_FLAG = "guards-off"
 _SECONDS = ("timeout_s", "compile_timeout_s", "budget_s")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10}(:\d{1,10})?", re.IGNORECASE)
 
 
 def default_device() -> str:
@@ -45,12 +48,20 @@ class RunOptions(BaseModel):
     timeout_s: float = Field(120.0, description="seconds per workload and candidate, after the first call of a "
                                                 "fresh worker, before the worker is killed")
     compile_timeout_s: float = Field(600.0, description="seconds for a worker's start, the candidate's import "
-                                                        "and its first call")
+                                                        "and its first call (once: after a first call that ran "
+                                                        "out of it, the candidate's next workers get timeout_s)")
     budget_s: float = Field(1.0, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
-    log_bytes: int = Field(8192, description="most bytes of the worker's log kept in a record")
+    log_bytes: int = Field(8192, description="most bytes of the candidate's own output (what its worker printed, "
+                                             "control characters removed) kept in a record's log; 0 leaves it out")
+    worker_user: str = Field(default_factory=lambda: os.environ.get("SOLBENCH_WORKER_USER", "nobody"),
+                             description="when solbench runs as root, the user the workers (and all they "
+                                         "start) run as: a name or uid[:gid] (default $SOLBENCH_WORKER_USER, else "
+                                         "nobody); root keeps root (never for untrusted code)")
+    worker_reads: tuple[str, ...] = Field((), description="more folders the workers may read, besides the Python "
+                                                          "installation, system libraries and the candidate's folder")
     timing_method: str = Field("auto", description="auto, events, graph (CUDA) or cpu")
     workers_ahead: int = Field(default_factory=default_workers_ahead,
                                description="workers started (importing torch) while another candidate runs "
@@ -89,7 +100,9 @@ class RunOptions(BaseModel):
             if not getattr(self, name) > 0:
                 raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
         if self.log_bytes < 0:
-            raise SolbenchError(f"log_bytes {self.log_bytes}: give 0 or more")
+            raise SolbenchError(f"--log-bytes {self.log_bytes}: give 0 or more (0 leaves the log out)")
+        if not _USER.fullmatch(self.worker_user):
+            raise SolbenchError(f"--worker-user {self.worker_user!r}: give a user name or uid[:gid]")
         if self.interleave < 0:
             raise SolbenchError(f"--interleave {self.interleave}: give the number of A, B, ... rounds (0: off)")
         if self.cooldown_max_s < 0:

@@ -10,7 +10,10 @@ as it is made, so a kill loses only the workload in flight.
 
 Verdict checks after the evaluation: the physics floor (:func:`solbench.engine.scoring.physics_floor`),
 then the guards' review (:func:`solbench.guards.review`). The parent makes itself undumpable
-(:func:`solbench.guards.make_undumpable`) so a worker cannot read its memory. With
+(:func:`solbench.guards.make_undumpable`) so a worker cannot read its memory or write its ``/proc``
+files. Run as root, the workers run as ``RunOptions.worker_user``. A run first removes what runs
+killed earlier left behind, and SIGTERM or SIGHUP (like SIGINT) stop it with its workers killed and
+their folders removed (:mod:`solbench.worker.cleanup`). With
 ``RunOptions.guards`` off (the "engine only" comparison) neither happens, the workers run without
 their guards, and every record is flagged ``guards-off``.
 """
@@ -35,7 +38,9 @@ from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluat
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, timing_config
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.guards import make_undumpable, review
+from solbench.guards.account import resolve_account
 from solbench.worker.candidate import CandidateFile
+from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
 
 
 @dataclass
@@ -108,17 +113,23 @@ class Runner:
         self.device_name = device_name(self.options.device, self.environment)
         self.records: list[ResultRecord] = []
         self.timing = timing_config(self.options, self.spec.l2_bytes)
+        self.account = resolve_account(self.options.worker_user)  # None: workers keep this user
+        sweep_dead_workers()
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
-        for item in plan:
-            self._run_problem(item)
+        with stop_on_signals():
+            for item in plan:
+                self._run_problem(item)
         return self.records
 
     def _run_problem(self, item: PlanItem) -> None:
         problem, opts = item.problem, self.options
         ref_fn, gen_fn = load_reference(problem), load_generator(problem)
-        slots = [CandidateSlot(c, opts.device, guards=opts.guards) for c in item.candidates]
+        # The worker may read the candidate's folder and the problem's (its shapes and reference are public).
+        reads = (str(problem.folder.resolve()), *opts.worker_reads)
+        slots = [CandidateSlot(c, opts.device, guards=opts.guards, account=self.account, reads=reads)
+                 for c in item.candidates]
         roofs: dict[str, RooflinePoint] = {}
         try:
             for i, slot in enumerate(slots):

@@ -15,8 +15,8 @@ and ``tests/adversarial/`` for the exploits each one stops):
 * the verdict: :class:`Finding`, :func:`worst` (the physics floor is the engine's:
   :func:`solbench.engine.scoring.physics_floor`).
 
-The engine's hooks, :func:`setup_worker` and :func:`worker_findings` (worker) and :func:`review` (parent), are in
-:mod:`solbench.guards.hooks`.
+The engine's hooks, :func:`setup_worker`, :func:`worker_findings` and :func:`worker_probe` (worker) and
+:func:`review` (parent), are in :mod:`solbench.guards.hooks`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from solbench.guards.fingerprints import (
     input_fingerprints,
     synchronize_all,
 )
-from solbench.guards.hooks import review, setup_worker, worker_findings
+from solbench.guards.hooks import review, setup_worker, worker_findings, worker_probe
 from solbench.guards.integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
-from solbench.guards.memo import memoization_probe
+from solbench.guards.memo import memoization_plan, memoization_probe
 from solbench.guards.objects import check_output_objects
 from solbench.guards.sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
 
@@ -40,6 +40,7 @@ __all__ = [
     "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "become_subreaper",
     "check_concurrency", "check_output_objects", "check_output_stability", "check_persisting_l2",
     "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
-    "memoization_probe", "persisting_l2_limit", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
-    "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings", "worst",
+    "memoization_plan", "memoization_probe", "persisting_l2_limit", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
+    "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings",
+    "worker_probe", "worst",
 ]

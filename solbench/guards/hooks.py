@@ -3,6 +3,9 @@
 * :func:`worker_findings` - in the worker, after each request (``solbench.worker.main``): output objects,
   output stability, threads/processes left running, timer/checker integrity, persisting L2;
   it also poisons free device memory for the next call. Findings travel to the parent as dicts.
+* :func:`worker_probe` - in the worker, after timing: the guards' own calls of the candidate (the
+  memoization probe) as a plan the worker makes through its one call path (the same frames as
+  every other call); its finding reaches :func:`worker_findings` as ``context["memo"]``.
 * :func:`review` - in the parent, after an evaluation (``solbench.engine.runner``): turns the worker's
   findings into the verdict (REWARD_HACK outranks INCORRECT outranks PASSED) and the record's
   one-line reason.
@@ -18,6 +21,8 @@ import os
 import sys
 import tempfile
 import traceback
+from collections.abc import Generator, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
@@ -30,9 +35,10 @@ from solbench.guards.cuda import (
 from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, worst
 from solbench.guards.fingerprints import check_output_stability
 from solbench.guards.integrity import check_timer_integrity, import_watched, timer_integrity_snapshot
-from solbench.guards.memo import memoization_probe
+from solbench.guards.memo import memoization_plan
 from solbench.guards.objects import check_output_objects, named_values
-from solbench.guards.sandbox import become_subreaper, default_writable_dirs, restrict_writes
+from solbench.guards.sandbox import become_subreaper, restrict_worker
+from solbench.guards.seccomp import deny_permission_changes
 
 SETTLE_S = 0.002  # how long outputs must stay unchanged after a call
 
@@ -49,20 +55,28 @@ class _WorkerState:
 _STATE: _WorkerState | None = None
 
 
-def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
-    """Baselines and limits, once, before the candidate is imported. Returns what was applied."""
+def setup_worker(work_dir: str | None = None, readable: Iterable[str] = ()) -> dict[str, Any]:
+    """Baselines and limits, once, before the candidate is imported. Returns what was applied.
+
+    The limits: Landlock file rules (writes below the worker's folder, reads below the Python
+    installation, the system's libraries and ``readable``, the candidate's folder:
+    :func:`solbench.guards.sandbox.restrict_worker`) and the seccomp filter against mode, owner
+    and ACL changes (:func:`solbench.guards.seccomp.deny_permission_changes`).
+    """
     global _STATE
     if _STATE is not None:
         return _STATE.limits
     work = work_dir or os.getcwd()
     # Temporary files (Inductor's cache among them) go to the worker's own folder, which stays writable.
-    os.environ["TMPDIR"] = work
+    if not Path(os.environ.get("TMPDIR") or "/").resolve().is_relative_to(Path(work).resolve()):
+        os.environ["TMPDIR"] = work
     tempfile.tempdir = None
     # Inductor compiles in this process instead of a pool of worker processes that would outlive
     # the first call (any process left running after run() returns is a finding).
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     import_watched()
-    writes = restrict_writes(default_writable_dirs(work))
+    files = restrict_worker(work, readable)
+    seccomp = deny_permission_changes()
     if os.path.exists("/dev/nvidiactl"):
         try:
             import torch
@@ -72,7 +86,7 @@ def setup_worker(work_dir: str | None = None) -> dict[str, Any]:
                 note_persisting_l2_baseline()
         except Exception:  # noqa: BLE001 - the worker reports CUDA failures when it loads
             pass
-    limits = {"subreaper": become_subreaper(), "writes": writes}
+    limits = {"subreaper": become_subreaper(), "files": files, "seccomp": seccomp}
     _STATE = _WorkerState()
     _STATE.limits = limits
     return limits
@@ -132,12 +146,14 @@ def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding
     return found
 
 
-def _memo_probe(context: dict[str, Any]) -> Finding | None:
-    sets, timing, run = context.get("sets") or [], context.get("timing"), context.get("run")
+def worker_probe(context: dict[str, Any]) -> Generator[Sequence[Any], Any, Finding | None]:
+    """The memoization probe after a timing request, as a plan (it yields each call's arguments);
+    returns its finding, or None (no finding, or no guards set up)."""
+    sets, timing = context.get("sets") or [], context.get("timing")
     median = getattr(timing, "median_s", None)
-    if run is None or not sets or not isinstance(median, float):
+    if _STATE is None or not sets or not isinstance(median, float):
         return None
-    return memoization_probe(run, sets[0], median)
+    return (yield from memoization_plan(sets[0], median))
 
 
 def worker_findings(phase: str, context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -164,8 +180,8 @@ def _phase_findings(state: _WorkerState, phase: str, context: dict[str, Any]) ->
     if phase != "time":
         return []
     found = _concurrency(state, "time")
-    memo = _memo_probe(context)
-    if memo is not None:
+    memo = context.get("memo")
+    if isinstance(memo, Finding):
         found.append(memo)
     if torch_cuda_initialized():
         l2 = check_persisting_l2()

@@ -12,20 +12,27 @@ busy machine slows both alike (the timed median, measured earlier under other co
 reported), and the verdict must hold in each of ``rounds`` independent rounds (a noisy machine can make one round of
 honest calls look lopsided, not three in a row; a memoizer is lopsided every time).
 
-Limit: a candidate that recognises the probe (by inspecting its caller) can answer the fresh
-calls with garbage quickly; probe outputs are not checked here. The engine closes that by
-interleaving fresh, re-checked sets into the timing loop itself (docs/security.md).
+The probe is a plan (:func:`memoization_plan`, see :func:`solbench.timing.timing_plan`): it yields
+each call's arguments and the worker makes the call from the same place as every other call, so
+the probe's frames are not on the stack while the candidate runs. :func:`memoization_probe` runs
+the plan with a given function (tools and tests).
+
+Limit: probe outputs are not checked here; a candidate that recognised the probe could answer the
+fresh calls with garbage quickly. The timing loop itself closes most of that: inputs are edited in
+place between samples, outputs of samples the parent chose are checked, and a refresh run on new
+data follows the last sample (solbench.timing.verify, docs/security.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import torch
 
 from solbench.guards.findings import REWARD_HACK, Finding
+from solbench.timing import run_plan
 
 # Bound at import (before the candidate): the probe's own clock cannot be patched away.
 _perf_counter_ns = time.perf_counter_ns
@@ -60,10 +67,10 @@ def fresh_copy(values: Sequence[Any], generator: torch.Generator) -> list[Any]:
     return out
 
 
-def _time_once(run: Callable[..., Any], args: list[Any], device: str, flush: torch.Tensor | None) -> float:
+def _time_once(args: list[Any], device: str, flush: torch.Tensor | None) -> Generator[list[Any], Any, float]:
     if device != "cuda":
         t0 = _perf_counter_ns()
-        run(*args)
+        yield args
         return (_perf_counter_ns() - t0) * 1e-9
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     if flush is not None:
@@ -72,7 +79,7 @@ def _time_once(run: Callable[..., Any], args: list[Any], device: str, flush: tor
         _sleep(_SPIN_CYCLES)
     stream = torch.cuda.current_stream()
     _record(start, stream)
-    run(*args)
+    yield args
     _record(end, stream)
     _synchronize()  # device-wide: work left on other streams delays this, not the events
     return _elapsed_ms(start, end) * 1e-3
@@ -82,8 +89,8 @@ def _set_bytes(values: Sequence[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if type(v) is torch.Tensor)
 
 
-def _probe_round(run: Callable[..., Any], inputs: Sequence[Any], count: int, gen: torch.Generator,
-                 kept: list[list[Any]], dev: str, flush: torch.Tensor | None) -> tuple[float, float]:
+def _probe_round(inputs: Sequence[Any], count: int, gen: torch.Generator, kept: list[list[Any]], dev: str,
+                 flush: torch.Tensor | None) -> Generator[list[Any], Any, tuple[float, float]]:
     """(fastest call on the set itself, fastest call on a fresh copy), alternating the two.
 
     Each copy is made just before its call (a super-batcher cannot precompute an input that does
@@ -93,19 +100,24 @@ def _probe_round(run: Callable[..., Any], inputs: Sequence[Any], count: int, gen
     for _ in range(count):
         if dev == "cuda":
             _synchronize()
-        repeat.append(_time_once(run, list(inputs), dev, flush))
+        repeat.append((yield from _time_once(list(inputs), dev, flush)))
         args = fresh_copy(inputs, gen)
         kept.append(args)
         if dev == "cuda":
             _synchronize()
-        fresh.append(_time_once(run, args, dev, flush))
+        fresh.append((yield from _time_once(args, dev, flush)))
     return min(repeat), min(fresh)
 
 
 def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_median_s: float,
-                      probes: int = PROBES, ratio: float = RATIO, rounds: int = ROUNDS,
-                      max_bytes: int = MAX_COPY_BYTES) -> Finding | None:
-    """REWARD_HACK when ``run`` on never-seen inputs is ``ratio`` x slower than on ``inputs`` again.
+                      **kwargs: Any) -> Finding | None:
+    """:func:`memoization_plan` with every call made as ``run(*args)``."""
+    return run_plan(memoization_plan(inputs, timed_median_s, **kwargs), run)
+
+
+def memoization_plan(inputs: Sequence[Any], timed_median_s: float, probes: int = PROBES, ratio: float = RATIO,
+                     rounds: int = ROUNDS, max_bytes: int = MAX_COPY_BYTES) -> Generator[Sequence[Any], Any, Finding | None]:
+    """REWARD_HACK when the candidate on never-seen inputs is ``ratio`` x slower than on ``inputs`` again.
 
     ``inputs``: one timing set (run's arguments, on the device), exactly as the timed calls got it.
     Every fresh copy stays alive until the probe ends, so no two have the same address (a cache
@@ -131,7 +143,7 @@ def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_medi
     seen = new = 0.0
     try:
         for _ in range(rounds):
-            seen, new = _probe_round(run, inputs, per_round, gen, kept, dev, flush)
+            seen, new = yield from _probe_round(inputs, per_round, gen, kept, dev, flush)
             if not new > ratio * seen + margin:
                 return None
     except Exception:  # noqa: BLE001 - see the docstring

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from solbench.errors import SolbenchError
-from solbench.present.markup import clean_text
+from solbench.present.markup import clean_text, one_line
 
 FIXED_LAYOUT = "solbench:fixed-layout"  # Figure label of charts whose layout needs no "tight" pass
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -83,6 +83,17 @@ def footnote(records: pd.DataFrame, roof: str, extra: Sequence[str] = ()) -> str
     return "  ·  ".join(parts)
 
 
+FOOTNOTE_NOTES = 3  # notes of left-out records on a chart; the rest are counted
+
+
+def footnote_notes(notes: Sequence[str]) -> list[str]:
+    """What the selection left out, as footnote parts (cleaned, at most FOOTNOTE_NOTES and a count)."""
+    parts = [label(n, 160) for n in notes[:FOOTNOTE_NOTES]]
+    if len(notes) > FOOTNOTE_NOTES:
+        parts.append(f"{len(notes) - FOOTNOTE_NOTES} more left out")
+    return parts
+
+
 def output_format(path: str | Path) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
@@ -119,6 +130,6 @@ def single_gpu(records: pd.DataFrame) -> str:
     """The one GPU these records are from; a chart is per GPU."""
     gpus = sorted(records["gpu"].dropna().unique())
     if len(gpus) != 1:
-        raise SolbenchError(f"these results span {len(gpus)} GPUs ({', '.join(gpus)}): a roofline is per GPU, "
-                            "pass --gpu ID")
+        shown = ", ".join(one_line(g, 60) for g in gpus[:12]) + (f" and {len(gpus) - 12} more" if len(gpus) > 12 else "")
+        raise SolbenchError(f"these results span {len(gpus)} GPUs ({shown}): a chart is per GPU, pass --gpu ID")
     return gpus[0]

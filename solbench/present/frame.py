@@ -1,10 +1,22 @@
 """Result records as a pandas DataFrame, and the one Selection the leaderboard, plots and report share.
 
-``load_results`` reads JSONL files or folders tolerantly (a bad line is a warning, never a crash),
-flattens nested fields with dotted names (``timing.method``, ``environment.driver``), and fills in
-what older records lack from what they do carry (intensity from FLOPs and bytes, achieved rates
-from the time). Records are untrusted input: numbers that are not numbers become NaN, and a PASSED
-record without a usable time is dropped with a warning rather than ranked.
+``load_results`` reads JSONL files or folders tolerantly (a line that is not a valid record is a
+warning, never a crash: see :func:`solbench.data.results.read_records`), flattens nested fields with
+dotted names (``timing.method``, ``environment.driver``), and fills in what older records lack from
+what they do carry (intensity from FLOPs and bytes, achieved rates from the time).
+
+Records are untrusted input, and a record whose numbers are impossible is left out with a warning
+(``file:line: sol 1e+308 is impossible (...), record left out``) rather than ranked, charted or
+printed: a number that is infinite, negative, above ``MAX_MAGNITUDE`` (no FLOP count, byte count,
+time or rate comes near), or a SOL above ``MAX_SOL`` (the engine's physics floor rejects any time
+below the roof's, so no record it writes has one). A SOL between 1 and ``MAX_SOL`` is ranked and
+flagged "faster than the roof allows". A missing number (null, NaN) stays missing; a PASSED record
+without a positive time and SOL is left out with a warning too.
+
+A ranking compares SOLs against one roof: each GPU is shown against one roof (the one asked for, else
+datasheet when it has datasheet records, else measured, else its only one, e.g. a CPU's
+``estimate``), so every GPU gets its own tables; the records of a GPU against another roof are not
+shown, and :func:`select_records` returns one line per such group, with the option that shows them.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +38,7 @@ from solbench.data.library import library_tags
 from solbench.data.record import Status
 from solbench.data.results import read_records
 from solbench.errors import SolbenchError, SpecError
+from solbench.present.markup import one_line
 
 CONTRACT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec", "time_s", "sol",
                     "flops", "bytes", "t_ideal_s", "bound", "timestamp", "solbench_version")
@@ -35,6 +49,11 @@ TEXT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec
 FAILURE_STATUSES = tuple(s.value for s in Status if s is not Status.PASSED)
 # Identity of one measurement: the same line read twice (a file and its folder both given) is one record.
 _IDENTITY = ("problem", "workload", "solution", "status", "gpu_spec", "roof", "timestamp", "time_s", "run_id")
+ROOFS = ("datasheet", "measured", "estimate")  # what records carry; the order is the default's preference
+FLATTEN_LEVELS = 2  # telemetry.sm_clock_mhz.min is a column; deeper dicts (per-kernel tables) stay one cell
+MAX_SOL = 10.0
+MAX_MAGNITUDE = 1e30
+_SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")  # a spec id to look up (never a path a record chose)
 
 
 class ResultsError(SolbenchError):
@@ -60,17 +79,13 @@ def load_results(paths: str | Path | Iterable[str | Path], *, warn: bool = True)
 def records_frame(records: Sequence[dict], warnings_in: Sequence[str] = ()) -> pd.DataFrame:
     """The normalised DataFrame of already-parsed record dicts (see :func:`load_results`)."""
     found = list(warnings_in)
-    # Two levels (``telemetry.sm_clock_mhz.min``); deeper dicts (per-kernel CUPTI tables keyed by kernel
-    # name) stay one cell each rather than becoming a column per kernel name.
-    df = pd.json_normalize(list(records), sep=".", max_level=2) if records else pd.DataFrame()
-    if "_source" in df.columns:
-        df = df.rename(columns={"_source": "source"})
+    df = pd.DataFrame([_flatten(r) for r in records]) if records else pd.DataFrame()
+    df = df.drop(columns=["source"], errors="ignore").rename(columns={"_source": "source"})
     for col in (*CONTRACT_COLUMNS, *NUMERIC_COLUMNS, *TEXT_COLUMNS, "source", "run_id", "tags", "flags"):
         if col not in df.columns:
             df[col] = None
-    for col in NUMERIC_COLUMNS:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
-        df.loc[~np.isfinite(df[col]), col] = np.nan
+    df["source"] = df["source"].map(lambda v: one_line(v, 300) if v is not None else "record")
+    infinite = {col: _numbers(df, col) for col in NUMERIC_COLUMNS}
     for col in TEXT_COLUMNS:
         df[col] = df[col].map(_text).astype(object)
     df["status"] = df["status"].map(lambda s: s.upper() if isinstance(s, str) else s)
@@ -78,24 +93,86 @@ def records_frame(records: Sequence[dict], warnings_in: Sequence[str] = ()) -> p
     df["tags"] = df["tags"].map(_string_list)
     df["flags"] = df["flags"].map(_string_list)
     df["gpu"] = [_gpu_id(spec, device) for spec, device in zip(df["gpu_spec"], df["device"], strict=True)]
-
-    unknown = ~df["status"].isin([s.value for s in Status])
-    for src, st in zip(df.loc[unknown, "source"], df.loc[unknown, "status"], strict=True):
-        found.append(f"{src}: unknown status {st!r}, record skipped")
-    unusable = (df["status"] == Status.PASSED.value) & ~((df["time_s"] > 0) & (df["sol"] > 0))
-    for src in df.loc[unusable, "source"]:
-        found.append(f"{src}: PASSED without a positive time_s and sol, record skipped")
-    df = df[~unknown & ~unusable]
-    missing = df["problem"].isna() | df["workload"].isna() | df["solution"].isna()
-    for src in df.loc[missing, "source"]:
-        found.append(f"{src}: no problem/workload/solution, record skipped")
-    df = df[~missing]
-
+    _measured_join_their_device(df)
+    _fill_derived(df)
+    df = _usable(df, infinite, found)
     subset = [c for c in _IDENTITY if c in df.columns]
     df = df.drop_duplicates(subset=subset).reset_index(drop=True)
-    _fill_derived(df)
     df.attrs["warnings"] = found
     return df
+
+
+def _flatten(record: dict, prefix: str = "", level: int = 0, out: dict | None = None) -> dict:
+    """Nested dicts as dotted keys, FLATTEN_LEVELS deep (as pandas.json_normalize does, without its
+    deep copy of every record); an empty dict leaves no key."""
+    out = {} if out is None else out
+    for k, v in record.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and level < FLATTEN_LEVELS:
+            _flatten(v, key + ".", level + 1, out)
+        else:
+            out[key] = v
+    return out
+
+
+def _numbers(df: pd.DataFrame, col: str) -> pd.Series:
+    """Make ``col`` float64 (what is not a number becomes NaN); returns where it was infinite."""
+    try:
+        values = pd.to_numeric(df[col], errors="coerce")
+    except (OverflowError, TypeError, ValueError):  # an integer beyond a double (a dict not from read_records)
+        values = df[col].map(_float)
+    values = values.astype("float64")
+    infinite = np.isinf(values)
+    df[col] = values.where(np.isfinite(values))
+    return infinite
+
+
+def _float(v: object) -> float:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (OverflowError, TypeError, ValueError):
+        return math.inf if isinstance(v, int) else math.nan
+
+
+def _usable(df: pd.DataFrame, infinite: dict[str, pd.Series], found: list[str]) -> pd.DataFrame:
+    """The records fit to rank; each one left out adds a warning that names its file, line and why."""
+    unknown = ~df["status"].isin([s.value for s in Status])
+    for src, st in zip(df.loc[unknown, "source"], df.loc[unknown, "status"], strict=True):
+        found.append(f"{src}: unknown status {one_line(st, 40)!r}, record skipped")
+    why = _impossible(df, infinite).where(~unknown, "")
+    for src, reason in zip(df.loc[why != "", "source"], why[why != ""], strict=True):
+        found.append(f"{src}: {reason}, record left out")
+    bad = unknown | (why != "")
+    unusable = ~bad & (df["status"] == Status.PASSED.value) & ~((df["time_s"] > 0) & (df["sol"] > 0))
+    for src in df.loc[unusable, "source"]:
+        found.append(f"{src}: PASSED without a positive time_s and sol, record skipped")
+    missing = ~bad & ~unusable & (df["problem"].isna() | df["workload"].isna() | df["solution"].isna())
+    for src in df.loc[missing, "source"]:
+        found.append(f"{src}: no problem/workload/solution, record skipped")
+    return df[~(bad | unusable | missing)]
+
+
+def _impossible(df: pd.DataFrame, infinite: dict[str, pd.Series]) -> pd.Series:
+    """Per row, why its first impossible number is impossible ("" when none is)."""
+    why = pd.Series("", index=df.index, dtype=object)
+    for col in NUMERIC_COLUMNS:
+        limit = MAX_SOL if col == "sol" else MAX_MAGNITUDE
+        hit = (infinite[col] | (df[col] < 0) | (df[col] > limit)) & (why == "")
+        if hit.any():
+            why[hit] = [_impossible_text(col, x, limit, inf)
+                        for x, inf in zip(df.loc[hit, col], infinite[col][hit], strict=True)]
+    return why
+
+
+def _impossible_text(col: str, x: float, limit: float, infinite: bool) -> str:
+    if infinite:
+        return f"{col} is infinite"
+    if x < 0:
+        return f"{col} {x:.3g} is impossible (negative)"
+    if col == "sol":
+        return (f"sol {x:.3g} is impossible (above {limit:g}: no kernel runs {limit:g} times faster than its roof, "
+                "and the physics floor rejects any time below the roof's)")
+    return f"{col} {x:.3g} is impossible (above {limit:g})"
 
 
 def _text(v: object) -> object:
@@ -114,7 +191,7 @@ def _string_list(v: object) -> list[str]:
 
 def _fill_derived(df: pd.DataFrame) -> None:
     """What older records lack, computed from what they carry (never overriding a recorded value)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ai = df["flops"] / df["bytes"].where(df["bytes"] > 0)
         df["arithmetic_intensity"] = df["arithmetic_intensity"].fillna(ai)
         passed = df["status"] == Status.PASSED.value
@@ -140,24 +217,47 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
 def _gpu_id(gpu_spec: object, device: object) -> str:
     if isinstance(gpu_spec, str) and gpu_spec:
-        return _base_spec_id(gpu_spec, os.environ.get("SOLBENCH_SPECS"))
+        if _SPEC_ID.fullmatch(gpu_spec):  # a record's text is never a path to open
+            return _base_spec_id(gpu_spec, os.environ.get("SOLBENCH_SPECS"))
+        return gpu_spec
     return str(device) if isinstance(device, str) and device else "unknown"
 
 
+def _measured_join_their_device(df: pd.DataFrame) -> None:
+    """Measured records whose spec file is not here (so no ``based_on`` to follow) share the GPU of the
+    datasheet records from the same device, when those name one GPU: one device, one set of tables."""
+    unresolved = (df["roof"] == "measured") & (df["gpu"] == df["gpu_spec"])
+    if not unresolved.any():
+        return
+    datasheet = df[df["roof"] == "datasheet"].groupby("device")["gpu"].unique()
+    gpu_of = {d: g[0] for d, g in datasheet.items() if len(g) == 1}
+    df.loc[unresolved, "gpu"] = [gpu_of.get(d, g) for d, g in zip(df.loc[unresolved, "device"],
+                                                                  df.loc[unresolved, "gpu"], strict=True)]
+
+
+def _known(values: Iterable[object], limit: int = 12) -> str:
+    """What the records have, for an error message: sorted, cleaned, at most ``limit`` of them."""
+    names = sorted({v for v in values if isinstance(v, str)})
+    shown = ", ".join(one_line(v, 60) for v in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _preferred_roof(present: Iterable[str]) -> str:
+    """Datasheet when present, else measured, else estimate, else the first by name."""
+    have = set(present)
+    return next((r for r in ROOFS if r in have), min(have, default="datasheet"))
+
+
 def pick_roof(df: pd.DataFrame, roof: str | None) -> str:
-    """The roof to score against: the one asked for, else datasheet when present, else measured (or
-    whatever single roof the records have, e.g. a CPU 'estimate')."""
+    """The roof of ``df`` to score against: the one asked for (an error when no record has it), else
+    datasheet when present, else measured, else whatever roof the records have (a CPU's estimate)."""
     present = set(df["roof"].dropna().unique())
     if roof is not None:
         if roof not in present:
-            have = ", ".join(sorted(present)) or "none"
-            raise ResultsError(f"--roof {roof}: no records scored against that roof (these have: {have}); "
-                               f"pass --roof {sorted(present)[0] if present else 'datasheet'}")
+            raise ResultsError(f"--roof {one_line(roof, 60)}: no records scored against that roof (these have: "
+                               f"{_known(present) or 'none'}); pass --roof {one_line(_preferred_roof(present), 60)}")
         return roof
-    for preferred in ("datasheet", "measured"):
-        if preferred in present:
-            return preferred
-    return sorted(present)[0] if present else "datasheet"
+    return _preferred_roof(present)
 
 
 def _patterns(value: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -181,7 +281,8 @@ class Selection:
     candidate: tuple[str, ...] = ()
     """Candidate names or shell globs, case-insensitive."""
     roof: str | None = None
-    """``datasheet`` or ``measured``; None picks datasheet when present, else measured."""
+    """``datasheet``, ``measured`` or ``estimate`` (a CPU without a measured spec). None: each GPU
+    against its own, datasheet when it has datasheet records, else measured, else estimate."""
 
     def __post_init__(self) -> None:
         for name in ("problem", "gpu", "tag", "candidate"):
@@ -201,8 +302,8 @@ def _by_name(out: pd.DataFrame, everything: pd.DataFrame, flag: str, column: str
         return out
     out = out[_match_any(out[column], pats)]
     if out.empty:
-        known = ", ".join(sorted(everything[column].dropna().unique())[:12])
-        raise ResultsError(f"{flag} {' '.join(pats)} matches no record (these results have: {known})")
+        raise ResultsError(f"{flag} {' '.join(pats)} matches no record (these results have: "
+                           f"{_known(everything[column])})")
     return out
 
 
@@ -217,8 +318,8 @@ def _by_gpu(out: pd.DataFrame, everything: pd.DataFrame, pats: tuple[str, ...]) 
 
     keep = [hit(g, s, d) for g, s, d in zip(out["gpu"], out["gpu_spec"], out["device"], strict=True)]
     if not any(keep):
-        known = ", ".join(sorted(everything["gpu"].dropna().unique()))
-        raise ResultsError(f"--gpu {' '.join(pats)} matches no record (these results have: {known})")
+        raise ResultsError(f"--gpu {' '.join(pats)} matches no record (these results have: "
+                           f"{_known(everything['gpu'])})")
     return out[keep]
 
 
@@ -230,14 +331,21 @@ def _by_tag(out: pd.DataFrame, pats: tuple[str, ...]) -> pd.DataFrame:
     tags_of = problem_tags(out)
     out = out[out["problem"].isin({p for p, ts in tags_of.items() if wanted & {t.lower() for t in ts}})]
     if out.empty:
-        known = ", ".join(sorted({t for ts in tags_of.values() for t in ts})[:20])
+        known = _known((t for ts in tags_of.values() for t in ts), 20)
         raise ResultsError(f"--tag {' '.join(pats)} matches no problem (tags here: {known or 'none'})")
     return out
 
 
 def select(df: pd.DataFrame, selection: Selection | None = None) -> pd.DataFrame:
-    """The rows of ``df`` (from :func:`load_results`) that ``selection`` keeps, scored against one roof
-    (never both). Raises when none match, naming the filter and what the records have."""
+    """The rows of ``df`` (from :func:`load_results`) that ``selection`` keeps, each GPU against one roof
+    (never two). Raises when none match, naming the filter and what the records have. What matched
+    but is not shown (another roof of a GPU) is told by :func:`select_records`."""
+    return select_records(df, selection)[0]
+
+
+def select_records(df: pd.DataFrame, selection: Selection | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`select`, and one line per (GPU, roof) whose records match the filters but are not shown,
+    with their count and the option that shows them."""
     if not isinstance(df, pd.DataFrame):
         raise ResultsError(f"records: got a {type(df).__name__}; load files once with "
                            "solbench.load_results(paths) and pass the DataFrame")
@@ -250,8 +358,23 @@ def select(df: pd.DataFrame, selection: Selection | None = None) -> pd.DataFrame
     out = _by_name(df, df, "--problem", "problem", sel.problem)
     out = _by_name(out, df, "--candidate", "solution", sel.candidate)
     out = _by_tag(_by_gpu(out, df, sel.gpu), sel.tag)
-    chosen = pick_roof(out, sel.roof)
-    return out[out["roof"] == chosen]
+    pick_roof(out, sel.roof)  # a roof no matching record has is an error
+    return _one_roof_per_gpu(out, sel.roof)
+
+
+def _one_roof_per_gpu(out: pd.DataFrame, roof: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """Each GPU's records against ``roof`` (None: its preferred one), and what that leaves out."""
+    counts = out.groupby(["gpu", "roof"], sort=True).size()
+    roofs_of: dict[str, list[str]] = {}
+    for gpu, r in counts.index:
+        roofs_of.setdefault(gpu, []).append(r)
+    chosen = {gpu: roof if roof is not None else _preferred_roof(rs) for gpu, rs in roofs_of.items()}
+    notes = []
+    for (gpu, r), n in counts.items():
+        if r != chosen[gpu]:
+            notes.append(f"{one_line(gpu, 60)}: {n} record(s) against the {one_line(r, 40)} roof not shown "
+                         f"(one roof per GPU): pass --roof {one_line(r, 40)} to see them")
+    return out[out["roof"] == out["gpu"].map(chosen)], notes
 
 
 def problem_tags(df: pd.DataFrame) -> dict[str, list[str]]:

@@ -1,7 +1,9 @@
 """The leaderboard in each output format: rich table, markdown, csv, html, json.
 
 Every format shows the same rows. Text formats take their cells from :func:`display_tables`, so a
-number reads the same in the terminal, in markdown and in the HTML report.
+number reads the same in the terminal, in markdown and in the HTML report. Record text (names, notes,
+warnings) is cleaned of control characters and cut to one line in every format (JSON escapes it);
+HTML is also autoescaped. Every format says what it does not show (``Leaderboard.notes``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.present.frame import FAILURE_STATUSES
-from solbench.present.markup import fmt_share, markdown_cell, one_line, render, spreadsheet_safe
+from solbench.present.markup import fmt_share, markdown_cell, markdown_text, one_line, render, spreadsheet_safe
 from solbench.present.ranking import Leaderboard
 from solbench.units import sol_text
 
@@ -67,7 +69,7 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['workloads_passed']}/{r['workloads_total']}",
                  sol_text(r["geomean_sol"]), sol_text(r["min_sol"]), _failures(r, short), one_line(r["note"])]
                 for r in g.to_dict("records")]
-        out.append(DisplayTable(f"{prob} on {gpu} ({lb.roof} roof)", "problem", prob, gpu, PROBLEM_HEADERS, rows,
+        out.append(DisplayTable(_title(prob, gpu, lb), "problem", prob, gpu, PROBLEM_HEADERS, rows,
                                 g["disqualified"].tolist()))
     for gpu, g in lb.overall.groupby("gpu", sort=True):
         rows = [[_rank(r["rank"]), one_line(r["candidate"]), f"{r['problems_passed']}/{r['problems_attempted']}",
@@ -75,13 +77,18 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
                  fmt_share(r["share_sol_ge_0_5"]), fmt_share(r["share_sol_ge_0_8"]), _failures(r, short),
                  one_line(r["note"])]
                 for r in g.to_dict("records")]
-        out.append(DisplayTable(f"Overall on {gpu} ({lb.roof} roof)", "overall", None, gpu, OVERALL_HEADERS, rows,
+        out.append(DisplayTable(_title("Overall", gpu, lb), "overall", None, gpu, OVERALL_HEADERS, rows,
                                 g["disqualified"].tolist()))
     return out
 
 
-def print_leaderboard(lb: Leaderboard, console: Console | None = None) -> None:
-    """Rich tables on the terminal. Cells are Text objects: record text is never parsed as markup."""
+def _title(what: str, gpu: str, lb: Leaderboard) -> str:
+    return f"{one_line(what, 120)} on {one_line(gpu, 60)} ({one_line(lb.roof_of(gpu), 40)} roof)"
+
+
+def print_leaderboard(lb: Leaderboard, console: Console | None = None, *, notes: bool = True) -> None:
+    """Rich tables on the terminal. Cells are Text objects: record text is never parsed as markup.
+    ``notes``: end with what is not shown and the reading warnings (the CLI prints those itself)."""
     console = console or Console()
     for t in display_tables(lb, short=True):
         table = Table(title=Text(t.title), title_style="bold", header_style="bold cyan", box=box.SIMPLE_HEAD,
@@ -97,31 +104,43 @@ def print_leaderboard(lb: Leaderboard, console: Console | None = None) -> None:
             table.add_row(*(Text(c) for c in cells), style=style)
         console.print(table)
     console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
-                       f". SOL against the {lb.roof} roof; ranked by passed, then geomean SOL.", style="dim"))
-    for w in lb.warnings:
-        console.print(Text(f"warning: {one_line(w)}", style="yellow"))
+                       f". SOL against {lb.roof_phrase}; ranked by passed, then geomean SOL.", style="dim"))
+    for w in lb.notes if notes else ():
+        console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"))
+
+
+MARKDOWN_NOTES = 20  # notes listed under a markdown leaderboard; the rest are counted
 
 
 def to_markdown(lb: Leaderboard) -> str:
-    parts = [f"# Leaderboard ({lb.roof} roof)", ""]
+    parts = [f"# Leaderboard ({markdown_text(lb.roof)} roof)", ""]
+    if len(set(lb.roofs.values())) > 1:
+        parts += [f"SOL against {markdown_text(lb.roof_phrase)}.", ""]
     for t in display_tables(lb):
         parts += [f"## {markdown_cell(t.title)}", "", "| " + " | ".join(t.headers) + " |",
                   "|" + "|".join(" ---: " if h == "Rank" else " --- " for h in t.headers) + "|"]
         parts += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in t.rows]
+        parts.append("")
+    if lb.notes:
+        parts += ["## Not shown", ""]
+        parts += [f"- {markdown_text(w)}" for w in lb.notes[:MARKDOWN_NOTES]]
+        if len(lb.notes) > MARKDOWN_NOTES:
+            parts.append(f"- ... and {len(lb.notes) - MARKDOWN_NOTES} more")
         parts.append("")
     return "\n".join(parts)
 
 
 def to_csv(lb: Leaderboard) -> str:
     """One tidy table: ``scope`` is 'problem' or 'overall'; columns a scope lacks are empty."""
-    frames = [lb.problems.assign(scope="problem", roof=lb.roof), lb.overall.assign(scope="overall", roof=lb.roof)]
+    frames = [lb.problems.assign(scope="problem"), lb.overall.assign(scope="overall")]
     df = pd.concat(frames, ignore_index=True)
+    df["roof"] = df["gpu"].map(lb.roof_of)
     first = ["scope", "roof", "gpu", "problem", "rank", "candidate"]
     df = df[first + [c for c in df.columns if c not in first]]
     ints = [c for c in ("rank", "workloads_total", "problems_passed", "problems_attempted", "workloads_attempted")
             if c in df.columns]
     df[ints] = df[ints].astype("Int64")
-    df = df.map(spreadsheet_safe)
+    df = df.map(lambda v: spreadsheet_safe(one_line(v, 1000)) if isinstance(v, str) else v)
     buf = io.StringIO()
     df.to_csv(buf, index=False)
     return buf.getvalue()
@@ -133,8 +152,8 @@ def to_json(lb: Leaderboard) -> str:
 
 def to_html(lb: Leaderboard, title: str = "solbench leaderboard") -> str:
     """A standalone page (inline CSS, no scripts, no external resources)."""
-    return render("leaderboard.html.j2", title=title, roof=lb.roof, tables=display_tables(lb),
-                  warnings=[one_line(w) for w in lb.warnings])
+    return render("leaderboard.html.j2", title=one_line(title), roof_phrase=lb.roof_phrase, tables=display_tables(lb),
+                  warnings=[one_line(w, 300) for w in lb.notes])
 
 
 def format_leaderboard(lb: Leaderboard, fmt: str) -> str:

@@ -26,10 +26,12 @@ def clean_text(value: object, limit: int | None = None) -> str:
     """A string safe to print on a terminal: control characters (ANSI escapes included) shown as
     U+FFFD, newlines kept only when ``limit`` allows multi-line text."""
     s = "" if value is None else str(value)
-    s = "".join(ch if ch in "\n\t" or unicodedata.category(ch)[0] != "C" else "\ufffd" for ch in s)
-    if limit is not None and len(s) > limit:
-        s = s[:limit] + f"... [{len(s) - limit} more characters]"
-    return s
+    cut = len(s) - limit if limit is not None and len(s) > limit else 0
+    if cut:
+        s = s[:limit]  # cut first: a candidate's log can be long
+    if not s.isprintable():  # the common case needs no look at each character
+        s = "".join(ch if ch in "\n\t" or unicodedata.category(ch)[0] != "C" else "\ufffd" for ch in s)
+    return s + f"... [{cut} more characters]" if cut else s
 
 
 def one_line(value: object, limit: int = 200) -> str:
@@ -39,6 +41,11 @@ def one_line(value: object, limit: int = 200) -> str:
 def markdown_cell(value: object) -> str:
     """Markdown table cell: one line, pipes escaped, HTML escaped (renderers pass raw HTML through)."""
     return _html.escape(one_line(value)).replace("|", "\\|")
+
+
+def markdown_text(value: object, limit: int = 300) -> str:
+    """Markdown prose (a heading, a list item): one line, HTML escaped, quotes kept readable."""
+    return _html.escape(one_line(value, limit), quote=False)
 
 
 def spreadsheet_safe(value: object) -> object:

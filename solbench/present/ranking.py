@@ -3,8 +3,10 @@
 Per (problem, GPU): each candidate's best PASSED result per workload; candidates are ranked by
 (workloads passed, geometric-mean SOL over them), so one that fails a workload never ranks above
 one that passes all. A candidate caught reward hacking on a problem is shown with that status and
-never ranked on it (nor overall on that GPU). Only one roof (datasheet or measured) is ever ranked
-at a time: SOLs against different roofs are not comparable.
+never ranked on it (nor overall on that GPU). Each GPU is ranked against one roof (datasheet,
+measured or estimate): SOLs against different roofs are not comparable. Records left out on the way
+(another roof of a GPU, an impossible number, an unreadable line) are named in ``left_out`` and
+``warnings``, never dropped silently.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from solbench.data.record import Status
-from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select
+from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select_records
+from solbench.present.markup import one_line
 
 SOL_THRESHOLDS = (0.5, 0.8)
 HACK = Status.REWARD_HACK.value
@@ -24,9 +27,10 @@ HACK = Status.REWARD_HACK.value
 
 @dataclass
 class Leaderboard:
-    """The rankings of one selection of records against one roof."""
+    """The rankings of one selection of records, each GPU against one roof."""
 
     roof: str
+    """The roof of every GPU, or the roofs joined by ', ' when GPUs differ (see ``roofs``)."""
     problems: pd.DataFrame
     """One row per (problem, gpu, candidate), ranked within (problem, gpu)."""
     overall: pd.DataFrame
@@ -36,13 +40,34 @@ class Leaderboard:
     records: pd.DataFrame
     """Every record the rankings were computed from (all statuses)."""
     warnings: list[str] = field(default_factory=list)
+    """Lines and records skipped while reading (``file:line: reason``)."""
+    roofs: dict[str, str] = field(default_factory=dict)
+    """GPU -> the roof its SOLs are against."""
+    left_out: list[str] = field(default_factory=list)
+    """Records the filters matched that are not shown (another roof of a GPU), counted, with the option."""
+
+    def roof_of(self, gpu: str) -> str:
+        return self.roofs.get(gpu, self.roof)
+
+    @property
+    def roof_phrase(self) -> str:
+        """'the datasheet roof', or which roof each GPU is against when they differ."""
+        if len(set(self.roofs.values())) <= 1:
+            return f"the {one_line(self.roof, 40)} roof"
+        pairs = "; ".join(f"{one_line(r, 40)} on {one_line(g, 60)}" for g, r in sorted(self.roofs.items()))
+        return f"each GPU's own roof ({pairs})"
+
+    @property
+    def notes(self) -> list[str]:
+        """Everything a reader should be told: what is not shown, then what could not be read."""
+        return [*self.left_out, *self.warnings]
 
     def to_dict(self) -> dict[str, Any]:
         def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
             return [{k: _plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
 
-        return {"roof": self.roof, "problems": rows(self.problems), "overall": rows(self.overall),
-                "warnings": list(self.warnings)}
+        return {"roof": self.roof, "roofs": dict(self.roofs), "problems": rows(self.problems),
+                "overall": rows(self.overall), "left_out": list(self.left_out), "warnings": list(self.warnings)}
 
 
 def _plain(v: Any) -> Any:
@@ -168,12 +193,14 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
 def leaderboard(results: pd.DataFrame, selection: Selection | None = None) -> Leaderboard:
     """Rankings per problem and GPU, and overall per GPU, of the records (a DataFrame from
     :func:`solbench.load_results`) that ``selection`` keeps (all of them, against one roof, by default)."""
-    records = select(results, selection)
+    records, left_out = select_records(results, selection)
     best = best_results(records)
     per_problem = rank_problems(records, best)
     overall = rank_overall(records, best, per_problem)
-    return Leaderboard(roof=str(records["roof"].iloc[0]), problems=per_problem, overall=overall, best=best,
-                       records=records, warnings=list(results.attrs.get("warnings", [])))
+    roofs = {str(g): str(r) for g, r in records[["gpu", "roof"]].drop_duplicates().itertuples(index=False)}
+    return Leaderboard(roof=", ".join(sorted(set(roofs.values()))), problems=per_problem, overall=overall, best=best,
+                       records=records, warnings=list(results.attrs.get("warnings", [])), roofs=roofs,
+                       left_out=left_out)
 
 
 __all__ = ["Leaderboard", "best_results", "geomean", "leaderboard", "rank_overall", "rank_problems"]

@@ -112,10 +112,10 @@ def build_report(results: pd.DataFrame, selection: Selection | None = None, *, t
     counts = lb.records["status"].value_counts()
     return render(
         "report.html.j2",
-        title=title or "solbench report",
+        title=one_line(title or "solbench report"),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         version=__version__,
-        roof=lb.roof,
+        roof_phrase=lb.roof_phrase,
         sources=[one_line(s, 200) for s in sources],
         n_records=len(lb.records),
         status_counts=[(s, int(n)) for s, n in counts.items()],
@@ -126,7 +126,7 @@ def build_report(results: pd.DataFrame, selection: Selection | None = None, *, t
         timing=timing_rows(lb.records),
         failures=failed,
         n_failures=n_failed,
-        warnings=[one_line(w, 300) for w in lb.warnings],
+        warnings=[one_line(w, 300) for w in lb.notes],
     )
 
 

@@ -61,16 +61,17 @@ class ProblemSection:
 
 
 def _num(x: object) -> float | None:
+    """A finite float, or None (record values can be anything)."""
     try:
         v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return None if math.isnan(v) else v
+    return v if math.isfinite(v) else None
 
 
 def _axes_text(rec: dict, axes_cols: list[str]) -> str:
     pairs = [(c.split(".", 1)[1], _num(rec[c])) for c in axes_cols]
-    return ", ".join(f"{k}={int(v)}" for k, v in pairs if v is not None)
+    return one_line(", ".join(f"{k}={int(v)}" for k, v in pairs if v is not None), 300)
 
 
 def _cell(best: dict | None, failure: dict | None) -> Cell | None:
@@ -116,7 +117,7 @@ def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
     workloads_of: dict[tuple, list[dict]] = {}
     for r in wl.to_dict("records"):
         workloads_of.setdefault((r["problem"], r["gpu"]), []).append(r)
-    meta = records.groupby(keys).agg(tags=("tags", lambda s: sorted({t for ts in s for t in ts})),
+    meta = records.groupby(keys).agg(tags=("tags", lambda s: sorted({one_line(t, 60) for ts in s for t in ts})),
                                      device=("device", lambda s: sorted({one_line(d, 80) for d in s.dropna()})))
     sections = []
     for i, ((prob, gpu), info) in enumerate(meta.sort_index().iterrows()):
@@ -155,7 +156,10 @@ def _summary(values: pd.Series, limit: int = 4) -> str:
         return f"lists of {sizes.min()} to {sizes.max()} values" if sizes.min() != sizes.max() else \
             f"lists of {sizes.max()} values"
     flat = v.map(lambda x: ", ".join(map(str, x)) if isinstance(x, list) else x)
-    nums = pd.to_numeric(flat, errors="coerce")
+    try:
+        nums = pd.to_numeric(flat, errors="coerce")
+    except (OverflowError, TypeError, ValueError):  # an integer beyond a double
+        nums = flat.map(_num)
     if nums.notna().all() and flat.nunique() > limit:
         return f"{nums.min():.6g} to {nums.max():.6g} (median {nums.median():.6g})"
     counts = flat.astype(str).value_counts()
@@ -173,7 +177,7 @@ def environment_rows(records: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
         for prefix in ("environment.", "telemetry."):
             cols = [c for c in r.columns if c.startswith(prefix)]
             for col in sorted(cols, key=lambda c: (c.removeprefix(prefix) not in ENVIRONMENT_FIRST, c)):
-                rows.append((col, _summary(r[col])))
+                rows.append((one_line(col, 80), _summary(r[col])))
         flags = pd.Series([f for fs in r["flags"] for f in fs], dtype=object)
         rows.append(("flags (results carrying each)", _summary(flags, limit=12) or "none"))
         rows.append(("solbench version", _summary(r["solbench_version"])))
@@ -193,7 +197,7 @@ def timing_rows(records: pd.DataFrame) -> list[tuple[str, str]]:
     """How the times were taken: method, why, flush size, warm-up, stopping rule, sample counts."""
     passed = records[records["status"] == "PASSED"]
     cols = sorted(c for c in passed.columns if c.startswith("timing.") and c not in TIMING_STATISTICS)
-    rows = [(c, _summary(passed[c])) for c in cols]
+    rows = [(one_line(c, 80), _summary(passed[c])) for c in cols]
     return [(k, v) for k, v in rows if v] or [("timing", "no timing details recorded")]
 
 
@@ -215,9 +219,10 @@ def failures(records: pd.DataFrame) -> tuple[list[Failure], int]:
                                                                na_position="first")
     out = []
     for _, r in failed.head(MAX_FAILURES).iterrows():
-        log = clean_text(r.get("log") or "")
+        log = str(r.get("log") or "")
         if len(log) > LOG_LIMIT:  # the end of a log says why it failed
             log = f"[{len(log) - LOG_LIMIT} earlier characters cut]\n" + log[-LOG_LIMIT:]
+        log = clean_text(log)
         out.append(Failure(str(r["status"]), one_line(r["problem"]), one_line(r["workload"]), one_line(r["solution"]),
                            one_line(r["gpu"]), one_line(r.get("reason") or "", 400), log,
                            one_line(r.get("timestamp") or "")))

@@ -9,6 +9,8 @@ the bottleneck moving from memory (decode) to compute (prefill) shows as a traje
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -27,6 +29,7 @@ from solbench.present.chart_style import (
     candidate_order,
     candidate_styles,
     footnote,
+    footnote_notes,
     label,
     single_gpu,
 )
@@ -37,6 +40,7 @@ SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float6
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8 e5m2", "int8": "int8"}
 MAX_NUMBERED_PROBLEMS = 20
 ROOF_STYLE = {"datasheet": "--", "measured": "-", "from records": ":"}
+_SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")
 
 
 @dataclass
@@ -83,10 +87,10 @@ def resolve_roofs(gpu: str, records: pd.DataFrame, specs: list[HardwareSpec] | N
     dtypes = sorted({d for d in records["compute_dtype"].dropna()})
     known = {s.id: s for s in (specs if specs is not None else _all_specs())}
     datasheet = known.get(gpu)
-    if datasheet is None:
+    if datasheet is None and _SPEC_ID.fullmatch(gpu):  # a GPU id from a record: never a path to open
         try:
             datasheet = load_spec(gpu)
-        except SpecError:
+        except (SpecError, OSError):
             datasheet = None
     measured = None
     if datasheet is not None and datasheet.kind == "measured":
@@ -160,8 +164,9 @@ def _workload_labels(ax, best: pd.DataFrame) -> None:
 
 
 def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
-                    specs: list[HardwareSpec] | None = None) -> Figure:
-    """The roofline chart of already-selected records (one GPU, one roof: see analysis.select)."""
+                    specs: list[HardwareSpec] | None = None, notes: Sequence[str] = ()) -> Figure:
+    """The roofline chart of already-selected records (one GPU, one roof: see frame.select). ``notes``:
+    what the selection left out, for the footnote."""
     gpu = single_gpu(records)
     roof_kind = str(records["roof"].iloc[0])
     best = best_results(records)
@@ -220,6 +225,7 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
         extra = [f"{skipped} failed result(s) not plotted"] if skipped else []
         if no_flops:
             extra.append(f"{no_flops} result(s) with 0 FLOPs (data movement only) not plotted")
+        extra += footnote_notes(notes)
         fig.text(0.105, 0.035, footnote(records, roof_kind, extra), fontsize=7.5, color="#555", ha="left", wrap=True)
     return fig
 

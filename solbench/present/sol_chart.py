@@ -6,6 +6,8 @@ workload shows the status instead of a bar; the dashed line at 1.0 is the speed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
@@ -21,6 +23,7 @@ from solbench.present.chart_style import (
     candidate_order,
     candidate_styles,
     footnote,
+    footnote_notes,
     label,
     single_gpu,
 )
@@ -39,8 +42,9 @@ def _latest_failure(records: pd.DataFrame) -> dict[tuple[str, str, str], str]:
                                                failed["status"], strict=True)}
 
 
-def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
-    """The SOL bar chart of already-selected records (one GPU, one roof)."""
+def sol_figure(records: pd.DataFrame, *, title: str | None = None, notes: Sequence[str] = ()) -> Figure:
+    """The SOL bar chart of already-selected records (one GPU, one roof). ``notes``: what the selection
+    left out, for the footnote."""
     gpu = single_gpu(records)
     roof = str(records["roof"].iloc[0])
     best = best_results(records)
@@ -86,7 +90,8 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None) -> Figure:
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=((1.0 + plot_w) / width, 1 - 0.75 / height),
                    frameon=False, title="candidate",
                    alignment="left")
-        fig.text(0.8 / width, 0.1 / height, footnote(records, roof), fontsize=7.5, color="#555", ha="left")
+        fig.text(0.8 / width, 0.1 / height, footnote(records, roof, footnote_notes(notes)), fontsize=7.5, color="#555",
+                 ha="left", wrap=True)
     return fig
 
 

@@ -1,12 +1,19 @@
 """Timing a candidate: warm-up by time, adaptive sample count, robust statistics.
 
-Public interface (the engine's worker calls this):
+Public interface:
 
     result, last_outputs = time_calls(fn, n_sets, TimingConfig(device="cuda"))
 
 ``fn(i)`` runs the candidate once on rotating input set ``i``; ``last_outputs[i]`` is a copy of
 the last output fn(i) returned during timing (taken after synchronisation), so the parent can
 re-check the outputs of timed calls.
+
+The worker uses the plan form, ``timing_plan(sets, config, verify)``: a generator that yields the
+argument list of every call it wants made and is sent back that call's output (or thrown its
+exception), returning ``(result, last_outputs)``. The worker makes the call itself, from the one
+place it calls the candidate in every phase, so no timing frame is on the stack while the
+candidate runs (:mod:`solbench.worker.calls`). ``verify`` (:class:`Verify`) holds the parent's
+checks: edits between samples, outputs kept at chosen samples, and the refresh run.
 
 Methods (``TimingConfig.method``):
   * ``cpu``: ``time.perf_counter_ns`` around each call.
@@ -28,7 +35,7 @@ change what we read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result
@@ -37,16 +44,47 @@ from solbench.timing.cpu import time_cpu
 # Imported eagerly, so the CUDA timer functions are bound when this package is imported, before any
 # candidate code (torch.cuda is importable without a device).
 from solbench.timing.cuda import time_cuda
+from solbench.timing.verify import Edit, Verify
+
+Plan = Generator[Sequence[Any], Any, Any]  # yields a call's arguments, is sent its output
 
 
-def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
-    """fn(i) runs the candidate once on rotating input set i; returns (result, last output per set)."""
+def timing_plan(sets: Sequence[Sequence[Any]], config: TimingConfig,
+                verify: Verify | None = None) -> Generator[Sequence[Any], Any, tuple[TimingResult, dict[int, Any]]]:
+    """Time calls on the rotating argument lists ``sets``; returns (result, last output per set)."""
     config.validate()
-    if n_sets < 1:
-        raise TimingError(f"n_sets must be >= 1, got {n_sets}")
+    if len(sets) < 1:
+        raise TimingError(f"n_sets must be >= 1, got {len(sets)}")
+    verify = verify if verify is not None else Verify(sets)
+    if verify.n_sets != len(sets):
+        raise TimingError(f"verify covers {verify.n_sets} sets, timing {len(sets)}")
     if config.device == "cpu":
-        return time_cpu(fn, n_sets, config)
-    return time_cuda(fn, n_sets, config)
+        return (yield from time_cpu(sets, config, verify))
+    return (yield from time_cuda(sets, config, verify))
 
 
-__all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "clone_output", "make_result"]
+def run_plan(plan: Plan, call: Callable[..., Any]) -> Any:
+    """Make every call a plan asks for with ``call(*args)``; send each output back (an exception is
+    thrown into the plan, which may handle it); return what the plan returns."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            args = plan.send(value) if error is None else plan.throw(error)
+        except StopIteration as done:
+            return done.value
+        value = error = None
+        try:
+            value = call(*args)
+        except BaseException as err:  # noqa: B036 - handed to the plan, which re-raises what it does not handle
+            error = err
+
+
+def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
+               verify: Verify | None = None) -> tuple[TimingResult, dict[int, Any]]:
+    """fn(i) runs the candidate once on rotating input set i; returns (result, last output per set)."""
+    return run_plan(timing_plan([(i,) for i in range(n_sets)], config, verify), fn)
+
+
+__all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "run_plan", "Verify", "Edit",
+           "clone_output", "make_result"]

@@ -1,38 +1,49 @@
-"""CPU timing: perf_counter_ns around each call, warm-up by time, adaptive sample count."""
+"""CPU timing: perf_counter_ns around each call, warm-up by time, adaptive sample count.
+
+A plan (see :func:`solbench.timing.timing_plan`): it yields each call's arguments and is sent back
+the output, so the caller, not this loop, calls the candidate.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from solbench.timing.config import TimingConfig, TimingResult, _perf_counter_ns, clone_output, make_result
 from solbench.timing.stats import StopRule
+from solbench.timing.verify import Verify
 
 
-def time_cpu(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
+def time_cpu(sets: Sequence[Sequence[Any]], config: TimingConfig,
+             verify: Verify) -> Generator[Sequence[Any], Any, tuple[TimingResult, dict[int, Any]]]:
     clock = _perf_counter_ns
+    n_sets = len(sets)
     last: dict[int, Any] = {}
     # Warm-up by time; every set at least once so first-touch costs of each set are paid here.
     warm_calls = 0
     t_end = clock() + int(config.warmup_s * 1e9)
     while warm_calls < n_sets or clock() < t_end:
-        fn(warm_calls % n_sets)
+        yield sets[warm_calls % n_sets]
         warm_calls += 1
 
     rule = StopRule(config.min_samples, config.max_samples, config.target_rel_ci, int(config.budget_s * 1e9))
     samples: list[float] = []
     t_start = clock()
-    i = 0
     while True:
+        i = verify.before()  # the parent's edits, outside the timed window
+        args = sets[i]
         t0 = clock()
-        out = fn(i)
+        out = yield args
         t1 = clock()
         samples.append((t1 - t0) * 1e-9)
         last[i] = clone_output(out)  # outside the timed window
-        i = (i + 1) % n_sets
+        verify.after(out)
         reason = rule.should_stop(samples, clock() - t_start)
         if reason:
             break
+    k = verify.refresh()
+    if k is not None:
+        verify.keep_refresh((yield sets[k]))
     result = make_result(samples, method="cpu", method_reason="device is cpu: perf_counter_ns around each call",
                          flush_bytes=0, warmup_calls=warm_calls, stop_reason=reason)
     return result, last

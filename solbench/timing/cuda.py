@@ -20,6 +20,12 @@ past the end event, is counted. The events stay as a cross-check (``result.cupti
 
 Events only: the device time of an empty event pair after the same flush and spin is measured
 once per timing and subtracted (``overhead_subtracted_s``), since it is in every timed window.
+
+The loops are plans (solbench.timing.timing_plan): they yield each call's arguments and are sent
+the output, so the caller makes the call. After each sample's device-wide synchronize, an end
+marker is launched before the harness's own work between samples (copies of
+outputs, the parent's edits of inputs: solbench.timing.verify), and the trace is cut at it, so
+that work is never counted in a sample (two one-cycle spins: solbench.timing.cupti.split_calls).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import contextlib
 import ctypes
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import torch
@@ -45,6 +51,9 @@ from solbench.timing.config import (
 from solbench.timing.cudart import libcudart
 from solbench.timing.graph import batch_calls, capture, l2_policy
 from solbench.timing.stats import StopRule
+from solbench.timing.verify import Verify
+
+Args = Sequence[Any]  # one call's arguments: what the loops yield (see solbench.timing.timing_plan)
 
 # Bound at import, before any candidate code runs (see solbench.timing).
 _Event = torch.cuda.Event
@@ -168,7 +177,8 @@ class _Setup:
 
         flush, spin, trailing = self.delimiters
         events = trace.events()
-        calls = split_calls(events, flush, spin[0] if len(spin) == 1 else "?", trailing)
+        spin_name = spin[0] if len(spin) == 1 else "?"
+        calls = split_calls(events, flush, spin_name, trailing, end_name=spin_name)
         if len(calls) != n:
             self.flags.append("cupti_unattributed")
             self.details["cupti_error"] = f"trace cut into {len(calls)} samples, {n} were timed"
@@ -216,6 +226,13 @@ class _Setup:
     def spin(self) -> None:
         _sleep(max(1, int(self.spin_s * self.spin_hz)))
 
+    def end_sample(self) -> None:
+        """After a sample's device-wide synchronize: the marker the trace is cut at (two one-cycle
+        spins), so the harness's work before the next sample (output copies, edits) is not counted."""
+        if self.config.cupti:
+            _sleep(1)
+            _sleep(1)
+
     def fit_spin(self, host_enqueue_s: list[float]) -> None:
         """Spin long enough to cover the host's enqueue time, with a 2x margin."""
         if host_enqueue_s:
@@ -223,28 +240,29 @@ class _Setup:
             self.spin_s = min(SPIN_MAX_S, max(SPIN_MIN_S, 2.0 * worst))
 
 
-def _events_sample(st: _Setup, fn: Callable[[int], Any], i: int, start: Any, end: Any) -> tuple[float, float, Any]:
+def _events_sample(st: _Setup, args: Args, start: Any, end: Any) -> Generator[Args, Any, tuple[float, float, Any]]:
     """One timed call: (device seconds, host enqueue seconds, output)."""
     st.pre_sample()
     st.spin()
     h0 = _perf_counter_ns()
     _record(start, st.stream)
-    out = fn(i)
+    out = yield args
     _record(end, st.stream)
     h1 = _perf_counter_ns()
     _synchronize()
     return _elapsed_ms(start, end) * 1e-3, (h1 - h0) * 1e-9, out
 
 
-def _warmup(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[int, float]:
+def _warmup(st: _Setup, sets: Sequence[Args]) -> Generator[Args, Any, tuple[int, float]]:
     """Warm up by time with real timed calls; returns (calls, first estimate of one call in s)."""
+    n_sets = len(sets)
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     times: list[float] = []
     hosts: list[float] = []
     t_end = _perf_counter_ns() + int(st.config.warmup_s * 1e9)
     n = 0
     while n < max(3, n_sets) or _perf_counter_ns() < t_end:
-        t, h, _ = _events_sample(st, fn, n % n_sets, start, end)
+        t, h, _ = yield from _events_sample(st, sets[n % n_sets], start, end)
         times.append(t)
         hosts.append(h)
         st.fit_spin(hosts[-20:])
@@ -280,14 +298,16 @@ class _ClockChunks:
         return info, flags
 
 
-def _events_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+def _events_loop(st: _Setup, sets: Sequence[Args],
+                 verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
     with st.traced() as trace:
-        samples, last, reason = _events_samples(st, fn, n_sets)
+        samples, last, reason = yield from _events_samples(st, sets, verify)
     st.details["_all_streams"] = st.all_stream_stats(trace, len(samples))
     return samples, last, reason
 
 
-def _events_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
+def _events_samples(st: _Setup, sets: Sequence[Args],
+                    verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
     cfg = st.config
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -298,17 +318,18 @@ def _events_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[
     clocks = _ClockChunks(st)
     clocks.mark(0)
     t0 = _perf_counter_ns()
-    i = 0
     while True:
         spin_s = st.spin_s
-        t, h, out = _events_sample(st, fn, i, start, end)
+        i = verify.before()  # the parent's edits, before the flush: outside the window, out of L2
+        t, h, out = yield from _events_sample(st, sets[i], start, end)
+        st.end_sample()
         samples.append(t)
         hosts.append(h)
         if h > spin_s:  # the host was still enqueueing when the spin ended: a gap may be timed
             exposed += 1
             st.fit_spin(hosts[-20:])
         last[i] = clone_output(out)
-        i = (i + 1) % n_sets
+        verify.after(out)
         if len(samples) % CLOCK_CHUNK == 0:
             clocks.mark(len(samples))
         reason = rule.should_stop(samples, _perf_counter_ns() - t0)
@@ -325,27 +346,41 @@ def _events_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[
     return samples, last, reason
 
 
-def _graph_loop(st: _Setup, fn: Callable[[int], Any], n_sets: int,
-                est_s: float) -> tuple[list[float], dict[int, Any], str]:
-    """Per-call samples from whole replays of a batch of back-to-back calls (see solbench.timing.graph)."""
-    calls = batch_calls(est_s, n_sets)
-    graph, outs = capture(fn, n_sets, calls, st.device, st.stream)
+def _graph_loop(st: _Setup, sets: Sequence[Args], est_s: float,
+                verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str, Any, dict[int, Any]]]:
+    """Per-call samples from whole replays of a batch of back-to-back calls (see solbench.timing.graph);
+    also the graph and its static outputs per set (for the refresh replay)."""
+    calls = batch_calls(est_s, len(sets))
+    graph, outs = yield from capture(sets, calls, st.device, st.stream)
     graph.replay()  # the first launch uploads the graph; not timed
     _synchronize()
     with st.traced() as trace:
-        samples, reason = _graph_replays(st, graph)
+        samples, reason = _graph_replays(st, graph, outs, verify)
     st.details["_all_streams"] = st.all_stream_stats(trace, len(samples))
     # Outputs of the last replay are the graph's static buffers: copy the last one of each set.
     last = {i: clone_output(out) for i, out in outs.items()}
     _synchronize()
     st.details.update(graph_calls_per_replay=calls, graph_replays=len(samples),
                       graph_replay_median_s=sorted(samples)[len(samples) // 2])
-    del graph
-    return samples, last, reason
+    return samples, last, reason, graph, outs
 
 
-def _graph_replays(st: _Setup, graph: Any) -> tuple[list[float], str]:
-    """Timed replays until the stop rule says enough: (replay times in s, stop reason)."""
+def _graph_refresh(st: _Setup, graph: Any, outs: dict[int, Any], verify: Verify) -> None:
+    """The refresh check's run in graph mode: new data in place, one more replay, its output kept."""
+    k = verify.refresh()
+    if k is None:
+        return
+    st.pre_sample()
+    st.spin()
+    graph.replay()
+    _synchronize()
+    verify.keep_refresh(outs[k])
+    _synchronize()
+
+
+def _graph_replays(st: _Setup, graph: Any, outs: dict[int, Any], verify: Verify) -> tuple[list[float], str]:
+    """Timed replays until the stop rule says enough: (replay times in s, stop reason). Between
+    replays, the parent's edits are written into the sets (the graph reads the same addresses)."""
     cfg = st.config
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -355,6 +390,7 @@ def _graph_replays(st: _Setup, graph: Any) -> tuple[list[float], str]:
     clocks.mark(0)
     t0 = _perf_counter_ns()
     while True:
+        i = verify.before()  # the parent's edits, before the flush
         st.pre_sample()  # flush before the replay (its first calls start cold), as events do
         st.spin()  # covers the host's replay launch, so the window holds device time only
         h0 = _perf_counter_ns()
@@ -363,7 +399,9 @@ def _graph_replays(st: _Setup, graph: Any) -> tuple[list[float], str]:
         _record(end, st.stream)
         hosts.append((_perf_counter_ns() - h0) * 1e-9)
         _synchronize()
+        st.end_sample()
         samples.append(_elapsed_ms(start, end) * 1e-3)  # whole replay; per call below
+        verify.after(outs[i])  # the static output of set i after this replay
         st.fit_spin(hosts[-20:])
         clocks.mark(len(samples))
         reason = rule.should_stop(samples, _perf_counter_ns() - t0)  # a relative CI: scale-free
@@ -381,12 +419,13 @@ def _choose_method(config: TimingConfig, est_s: float) -> tuple[str, str]:
     return "events", f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"
 
 
-def _graph_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int, est_s: float,
-                   reason: str) -> tuple[list[float] | None, dict[int, Any] | None, str, str]:
-    """Per-call graph samples (event-timed, overhead off), or None when graph mode does not apply."""
+def _graph_samples(st: _Setup, sets: Sequence[Args], est_s: float, reason: str,
+                   verify: Verify) -> Generator[Args, Any, tuple[list[float] | None, dict[int, Any] | None, str, str]]:
+    """Per-call graph samples (event-timed, overhead off), or None when graph mode does not apply.
+    When they apply, the refresh check replays the graph once more on new data."""
     config = st.config
     try:
-        replays, last, stop = _graph_loop(st, fn, n_sets, est_s)
+        replays, last, stop, graph, outs = yield from _graph_loop(st, sets, est_s, verify)
     except Exception as err:  # noqa: BLE001 - uncapturable candidates fall back to events
         rng = getattr(err, "rng_status", "not checked")
         st.details["graph_capture_rng"] = rng
@@ -401,7 +440,7 @@ def _graph_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int, est_s: flo
     st.details["_per_call_overhead"] = overhead / calls
     samples = [(r - overhead) / calls for r in replays]
     med = sorted(samples)[len(samples) // 2]
-    reason += "; " + l2_policy(n_sets, config.set_bytes, st.l2_bytes)
+    reason += "; " + l2_policy(len(sets), config.set_bytes, st.l2_bytes)
     # A graph call far faster than the same call eager means the captured work differs from the
     # eager work (e.g. a candidate that skips kernels while capturing), or the inputs sit in a
     # warm L2 that the eager flush empties: either way, not comparable.
@@ -410,15 +449,27 @@ def _graph_samples(st: _Setup, fn: Callable[[int], Any], n_sets: int, est_s: flo
         if config.method == "auto":
             return None, None, "", (f"graph median {med * 1e6:.2f} us < half the eager estimate "
                                     f"{est_s * 1e6:.2f} us: not trusted")
+    _graph_refresh(st, graph, outs, verify)
     return samples, last, stop, reason
 
 
-def _events_samples_corrected(st: _Setup, fn: Callable[[int], Any], n_sets: int) -> tuple[list[float], dict[int, Any], str]:
-    raw, last, stop = _events_loop(st, fn, n_sets)
+def _events_refresh(st: _Setup, sets: Sequence[Args], verify: Verify) -> Generator[Args, Any, None]:
+    """The refresh check's run in events mode: new data in place, one more call like a timed one."""
+    k = verify.refresh()
+    if k is not None:
+        _, _, out = yield from _events_sample(st, sets[k], _Event(enable_timing=True), _Event(enable_timing=True))
+        verify.keep_refresh(out)
+        _synchronize()
+
+
+def _events_samples_corrected(st: _Setup, sets: Sequence[Args],
+                              verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
+    raw, last, stop = yield from _events_loop(st, sets, verify)
     # Never subtract more than half the fastest sample: a bad empty-window reading cannot turn a
     # real call into nothing.
     overhead = min(st.empty_window_s if st.config.subtract_overhead else 0.0, 0.5 * min(raw))
     st.details["_per_call_overhead"] = overhead
+    yield from _events_refresh(st, sets, verify)
     return [r - overhead for r in raw], last, stop
 
 
@@ -444,11 +495,12 @@ def _all_stream_samples(st: _Setup, event_samples: list[float], calls_per_sample
     return spans, info
 
 
-def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tuple[TimingResult, dict[int, Any]]:
+def time_cuda(sets: Sequence[Args], config: TimingConfig,
+              verify: Verify) -> Generator[Args, Any, tuple[TimingResult, dict[int, Any]]]:
     if not torch.cuda.is_available():
         raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
     st = _Setup(config)
-    warm_calls, est_s = _warmup(st, fn, n_sets)
+    warm_calls, est_s = yield from _warmup(st, sets)
     st.details["events_estimate_s"] = est_s
     st.measure_empty_window()
     if config.cupti:
@@ -457,10 +509,10 @@ def time_cuda(fn: Callable[[int], Any], n_sets: int, config: TimingConfig) -> tu
     method, reason = _choose_method(config, est_s)
     samples = None
     if method == "graph":
-        samples, last, stop, reason = _graph_samples(st, fn, n_sets, est_s, reason)
+        samples, last, stop, reason = yield from _graph_samples(st, sets, est_s, reason, verify)
     if samples is None:
         method = "events"
-        samples, last, stop = _events_samples_corrected(st, fn, n_sets)
+        samples, last, stop = yield from _events_samples_corrected(st, sets, verify)
     calls = st.details["graph_calls_per_replay"] if method == "graph" else 1
     samples, cupti = _all_stream_samples(st, samples, calls)
     overhead = 0.0 if cupti else st.details.pop("_per_call_overhead", 0.0)

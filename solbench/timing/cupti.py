@@ -132,17 +132,22 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
 
     ``trailing``: the names, in order, of the harness's own activities that may run after a call's
     synchronisation (the clock probe); that exact sequence at the very end of a call is dropped.
-    ``end_name``: the harness's end marker, launched after each call's device-wide synchronisation
-    and before its own work between calls (output copies, edits of inputs): a call is cut at the
-    *last* activity of that name, so a candidate's own kernel of that name, which runs before the
-    marker, cannot cut its call short.
+    ``end_name``: the harness's end marker, two activities of that name back to back, launched after
+    each call's device-wide synchronisation and before its own work between calls (output copies,
+    edits of inputs): a call is cut at the *last* such pair, so a candidate's own kernels of that
+    name, which run before the marker, cannot cut its call short; and a [flush..., spin] whose spin
+    is the marker's first is not a call's start (a call whose last kernel has the flush's name, then
+    the marker, would look like one). A delimiter whose spin is followed by the whole marker (a call
+    that launched nothing) still is.
     """
     names = [e["name"] for e in events]
     k = len(flush_names)
     starts = []
     p = 0
     while p + k < len(names):
-        if names[p:p + k] == flush_names and names[p + k] == spin_name:
+        after = names[p + k + 1:p + k + 3]
+        marker = end_name is not None and after[:1] == [end_name] and after != [end_name, end_name]
+        if names[p:p + k] == flush_names and names[p + k] == spin_name and not marker:
             starts.append((p, p + k + 1))
             p += k + 1
         else:
@@ -151,7 +156,7 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
     for n, (_, body_start) in enumerate(starts):
         body_end = starts[n + 1][0] if n + 1 < len(starts) else len(events)
         body = events[body_start:body_end]
-        ends = [j for j, e in enumerate(body) if e["name"] == end_name] if end_name else []
+        ends = [j for j in range(len(body) - 1) if body[j]["name"] == body[j + 1]["name"] == end_name]
         if ends:
             body = body[:ends[-1]]
         k = len(trailing)

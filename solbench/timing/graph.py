@@ -19,7 +19,7 @@ one random number and recorded, and the engine should retire the worker after ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import torch
@@ -75,17 +75,19 @@ def restore_rng(device: torch.device, snapshot: Any | None) -> str:
         return f"poisoned: {type(err).__name__}: {str(err)[:160]}{note}"
 
 
-def capture(fn: Callable[[int], Any], n_sets: int, calls: int, device: torch.device,
-            main_stream: Any) -> tuple[Any, dict[int, Any]]:
+def capture(sets: Sequence[Sequence[Any]], calls: int, device: torch.device,
+            main_stream: Any) -> Generator[Sequence[Any], Any, tuple[Any, dict[int, Any]]]:
     """A graph of `calls` back-to-back calls cycling over the sets; the last output of each set.
 
+    A plan (solbench.timing.timing_plan): yields each call's arguments, is sent its output.
     Raises what the capture raised, after undoing its side effects (see module docstring); the
     RNG outcome is attached to the exception as ``rng_status``."""
+    n_sets = len(sets)
     side = _Stream(device=device)
     side.wait_stream(main_stream)
     with _stream_ctx(side):  # warm up on the capture stream (lazy inits, library workspaces)
         for k in range(min(3, n_sets)):
-            fn(k)
+            yield sets[k]
     main_stream.wait_stream(side)
     _synchronize()
     graph = _CUDAGraph()
@@ -96,7 +98,7 @@ def capture(fn: Callable[[int], Any], n_sets: int, calls: int, device: torch.dev
             graph.capture_begin()
             try:
                 for j in range(calls):
-                    outs[j % n_sets] = fn(j % n_sets)  # older outputs are freed and reused in the graph's pool
+                    outs[j % n_sets] = yield sets[j % n_sets]  # older outputs are freed and reused in the graph's pool
             except BaseException:
                 try:
                     graph.capture_end()

@@ -1,16 +1,24 @@
 """The parent's handle on one worker process (see :mod:`solbench.worker.main` for the protocol).
 
-The worker runs in its own session (``start_new_session``), so its process group holds every
-process it starts; a timeout sends SIGKILL to the whole group. Every request has a deadline, the
-reply's size is bounded before it is read, and nothing the worker sends is unpickled: whatever the
-worker does (hang, crash, exit, close the socket, send garbage), the parent gets a
-:class:`WorkerFailure` and carries on.
+The worker runs in its own session (``start_new_session``) and, where one can be made, its own
+cgroup; a timeout or the end of its candidate kills it and everything it started, children that
+left its session included (:func:`solbench.worker.cleanup.kill_tree`), and its folder goes with it.
+Every request has a deadline, the reply's size is bounded before it is read, and nothing the worker
+sends is unpickled: whatever the worker does (hang, crash, exit, close the socket, send garbage),
+the parent gets a :class:`WorkerFailure` and carries on.
+
+Its folder (``solbench-worker-*`` in the temp folder) is its working folder, temp folder, HOME,
+cache and JIT-cache folders and, when it drops root, its ``/dev/shm``. When solbench runs as root
+the worker runs as ``account`` (the run's ``worker_user``; :mod:`solbench.guards.account`) and the
+folder is that user's. Its environment is the parent's without the variables that look like
+credentials (:data:`SECRET_VARS`). What the worker prints is the candidate's own output: the log is
+read back capped and without control characters (:func:`clean_log`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
+from solbench.worker.cleanup import (
+    PREFIX,
+    join_cgroup,
+    kill_tree,
+    remove_cgroup,
+    remove_tree,
+    track,
+    untrack,
+    write_owner,
+)
 from solbench.worker.wire import ProtocolError, WireClosed, WireError, WireTimeout, recv_message, send_message
 
 _EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own
@@ -56,16 +74,38 @@ def describe_exit(returncode: int | None) -> str:
 # JIT caches each worker keeps in its own folder: a cache shared between candidates would let one
 # plant compiled artefacts (a kernel binary under another kernel's key) that a later one loads.
 JIT_CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUPY_CACHE_DIR": "cupy",
-                  "TORCH_EXTENSIONS_DIR": "torch_extensions"}
+                  "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda"}
+# The worker's own HOME, temp and cache folders (below its folder), so nothing lands in the user's.
+HOME_VARS = {"HOME": "home", "TMPDIR": "tmp", "XDG_CACHE_HOME": "cache"}
+# Variables a worker does not get: they look like credentials (tokens, keys, agent sockets).
+SECRET_VARS = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|^AWS_|^AZURE_|"
+                         r"^GOOGLE_APPLICATION|^SSH_AUTH_SOCK$|^SSH_AGENT_PID$|^GPG_AGENT|^KRB5CCNAME$|"
+                         r"^DBUS_SESSION_BUS_ADDRESS$|^XAUTHORITY$", re.IGNORECASE)
 
 
-def _worker_env(work_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _python_path() -> str:
+    """This solbench first (installed or not), then the user's site-packages (the worker's HOME is
+    another), then the parent's PYTHONPATH."""
+    import site
+
+    paths = [str(Path(__file__).resolve().parent.parent)]
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and os.path.isdir(user_site):
+        paths.append(user_site)
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    return os.pathsep.join(paths)
+
+
+def _worker_env(work_dir: Path, user: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not SECRET_VARS.search(k)}
     for var, name in JIT_CACHE_VARS.items():
         env[var] = str(work_dir / "jit-cache" / name)
-    # The worker imports this same solbench, installed or not.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for var, name in HOME_VARS.items():
+        env[var] = str(work_dir / name)
+    if user is not None:
+        env["USER"] = env["LOGNAME"] = user
+    env["PYTHONPATH"] = _python_path()
     env["PYTHONUNBUFFERED"] = "1"  # the log is complete up to a crash
     env["PYTHONFAULTHANDLER"] = "1"  # a segfault leaves a Python traceback in the log
     return env
@@ -74,9 +114,14 @@ def _worker_env(work_dir: Path) -> dict[str, str]:
 class WorkerClient:
     """One worker process for one candidate on one device; ``guards=False`` starts it without its guards."""
 
-    def __init__(self, device: str, guards: bool = True):
+    def __init__(self, device: str, guards: bool = True, account: tuple[int, int] | None = None,
+                 reads: tuple[str, ...] = ()):
         self.device = device
         self.guards = guards
+        self.account = account  # (uid, gid) to run as (the parent is root), or None: this user
+        self.reads = reads  # folders the worker may read besides the Python installation (the candidate's)
+        self.cgroup: Path | None = None
+        self.sandbox: dict[str, Any] = {}  # what the worker applied (its hello)
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.dir: Path | None = None
@@ -88,18 +133,49 @@ class WorkerClient:
     # --- lifecycle -----------------------------------------------------------------------------
     def spawn(self) -> None:
         """Start the worker process (it imports torch and solbench.timing: seconds). Does not wait."""
-        self.dir = Path(tempfile.mkdtemp(prefix="solbench-worker-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=PREFIX))
+        track(self)
+        self._prepare_folder()
         parent_sock, child_sock = socket.socketpair()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "solbench.worker", "--fd", str(child_sock.fileno()),
-                 "--parent", str(os.getpid()), *([] if self.guards else ["--no-guards"])],
+                [sys.executable, "-m", "solbench.worker", *self._arguments(child_sock.fileno())],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir), start_new_session=True,
+                stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir, self._user_name()),
+                start_new_session=True,
             )
         child_sock.close()
+        self.cgroup = join_cgroup(self.proc.pid, self.dir.name)
         self.sock = parent_sock
         self.spawned_at = time.monotonic()
+
+    def _prepare_folder(self) -> None:
+        """The owner file, the home, temp and cache folders; all of it the worker user's."""
+        assert self.dir is not None
+        write_owner(self.dir)
+        for name in HOME_VARS.values():
+            (self.dir / name).mkdir()
+        if self.account is not None:
+            for path in (self.dir, *(self.dir / name for name in HOME_VARS.values())):
+                os.chown(path, *self.account)
+
+    def _arguments(self, fd: int) -> list[str]:
+        args = ["--fd", str(fd), "--parent", str(os.getpid()), *([] if self.guards else ["--no-guards"])]
+        if self.account is not None:
+            args += ["--user", f"{self.account[0]}:{self.account[1]}"]
+        for folder in self.reads:
+            args += ["--read", str(folder)]
+        return args
+
+    def _user_name(self) -> str | None:
+        if self.account is None:
+            return None
+        import pwd
+
+        try:
+            return pwd.getpwuid(self.account[0]).pw_name
+        except KeyError:
+            return str(self.account[0])
 
     def wait_ready(self, timeout_s: float) -> None:
         """Wait for the worker's hello, at most ``timeout_s`` after it was spawned."""
@@ -114,7 +190,8 @@ class WorkerClient:
                                    f"{self.read_log(0, 2000).strip() or 'no output'}") from None
         if hello.get("op") != "hello":
             self._stop()
-            raise WorkerStartError(f"the worker process sent {str(hello)[:200]} instead of hello")
+            raise WorkerStartError(f"the worker process sent {clean_log(str(hello)[:200])} instead of hello")
+        self.sandbox = hello.get("sandbox") if isinstance(hello.get("sandbox"), dict) else {}
         self.ready = True
         self.ready_at = time.monotonic()
 
@@ -161,8 +238,10 @@ class WorkerClient:
             raise WorkerFailure("protocol", f"invalid message from the worker: {err}") from None
 
     def close(self) -> None:
-        """Ask the worker to exit, then kill whatever is left of its process group."""
+        """Kill what the worker started, ask it to exit, then kill whatever is left."""
         if self.sock is not None and self.proc is not None and self.proc.poll() is None:
+            # While the worker lives, all it started are its descendants (it is their subreaper).
+            kill_tree(self.proc.pid, include_root=False)
             try:
                 send_message(self.sock, {"op": "exit"}, time.monotonic() + 1.0)
                 self._wait_exit(_EXIT_GRACE_S)
@@ -171,11 +250,15 @@ class WorkerClient:
         self._stop()
 
     def discard(self) -> None:
-        """Stop the worker and remove its folder (the log goes with it)."""
+        """Stop the worker and remove its folder (the log goes with it) and its cgroup."""
         self.close()
+        if self.cgroup is not None:
+            remove_cgroup(self.cgroup.name)
+            self.cgroup = None
         if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_tree(self.dir)
             self.dir = None
+        untrack(self)
 
     # --- internals -----------------------------------------------------------------------------
     def _wait_exit(self, timeout_s: float) -> bool:
@@ -195,11 +278,13 @@ class WorkerClient:
             time.sleep(0.01)
 
     def _stop(self) -> int | None:
-        """SIGKILL the whole process group, reap the leader, close the socket. Returns the exit code."""
+        """SIGKILL the worker, its cgroup, its descendants (new sessions too) and its process group,
+        reap the leader, close the socket. Returns the exit code."""
         code = None
         if self.proc is not None:
+            kill_tree(self.proc.pid, self.cgroup)  # leader not yet reaped: its pid is still ours
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # leader not yet reaped: the pgid is still ours
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             code = self.returncode = self.proc.wait()
@@ -226,5 +311,18 @@ class WorkerClient:
                 data = fh.read(end - start)
         except (OSError, AssertionError):
             return ""
-        text = data.decode("utf-8", errors="replace")
+        text = clean_log(data.decode("utf-8", errors="replace"))
         return f"[... {start - since} earlier bytes cut]\n{text}" if start > since else text
+
+
+# Terminal escape sequences (CSI, OSC/DCS/APC strings, other ESC sequences) and then every other
+# control character but newline and tab: nothing a candidate prints can drive the terminal that shows a record.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|"
+                      r"\x9b[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # bidi overrides too
+
+
+def clean_log(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (``\\r`` becomes a newline)."""
+    text = _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _CONTROL.sub("", text)

@@ -19,12 +19,20 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
     Runs ``run(*inputs)`` once on fresh device copies of the inputs.
     -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
     where an input bitwise equal to its copy taken before the call is ``{"kind": "unchanged"}``.
-``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}}``
-    Moves every set to the device (before timing), then ``time_calls``.
+``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}, "verify": {...}}``
+    Moves every set to the device (before timing), then times calls on them
+    (``solbench.timing.timing_plan``). ``verify`` (optional) is the parent's checks of the timed
+    calls (:class:`solbench.timing.Verify`): ``{"keep": [sample...], "edits": [{"sample", "set",
+    "input", "index": int64 tensor, "values": tensor}...], "refresh": {"set": k, "inputs": [value...]}}``.
     -> ``{"ok": true, "timing": TimingResult.as_dict(), "last_outputs": [[output...] per set],
-    "sets_after": [[value...]...], "findings": [...]}``
+    "samples": int, "kept": [{"sample", "set", "outputs": [output...]}...], "refresh": {"set",
+    "outputs"} or null, "sets_after": [[value...]...], "findings": [...]}``; ``sets_after`` compares
+    each set with its copy taken before timing *plus the harness's own edits and refresh*.
 ``{"op": "exit"}``
     The worker exits 0.
+
+Every call of ``run`` (``call``, the timed calls, the guards' memoization probe) is made by
+:func:`solbench.worker.calls.drive` from :meth:`Worker.handle`: the same frames in every phase.
 
 A failed request replies ``{"ok": false, "kind": "runtime", "message": first [... last] line, "traceback": str}``
 (the traceback also goes to the log). ``output`` is ``{"kind": "tensor", "type", "exact",
@@ -44,12 +52,14 @@ import socket
 import sys
 import traceback
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 # Bound at import, before any candidate code: a candidate that replaces the module's function
 # does not replace the comparison this worker makes (nor the hook it calls).
-from solbench.guards import setup_worker, worker_findings
+from solbench.guards import setup_worker, worker_findings, worker_probe
 from solbench.guards.fingerprints import same_bytes
+from solbench.worker.calls import drive
 
 # Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
 # and a bound on what it can write to disk (its log, build caches).
@@ -68,21 +78,54 @@ def _limit_resources() -> None:
 def _die_with_parent(parent: int) -> None:
     """If the parent dies (killed mid-run), take down this worker's whole process group.
 
-    A watchdog thread polls the parent pid and SIGKILLs the group (the worker and whatever the
-    candidate started). Not PR_SET_PDEATHSIG: that would kill the worker alone, at once, and
-    leave the candidate's children running.
+    A watchdog thread polls the parent pid and SIGKILLs the worker's descendants (it is their
+    subreaper, so orphans stay in view) and its group. Not PR_SET_PDEATHSIG: that would kill the
+    worker alone, at once, and leave the candidate's children running. Started after the process
+    limits, so the thread is under them too.
     """
     import signal
     import threading
     import time
 
+    from solbench.guards.concurrency import descendant_processes
+
+    # Bound now: the thread never looks up a name the candidate could rebind.
+    sleep, getppid, kill, killpg, getpgrp, descendants = (time.sleep, os.getppid, os.kill, os.killpg, os.getpgrp,
+                                                          descendant_processes)
+    me = os.getpid()
+
     def watch() -> None:
         while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os.killpg(os.getpgrp(), signal.SIGKILL)
+            sleep(0.5)
+            if getppid() != parent:
+                for pid in descendants(me):  # those that left the group (setsid) too
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                killpg(getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="solbench-parent-watch", daemon=True).start()
+
+
+def _become_worker(user: str | None, reads: list[str]) -> dict[str, Any]:
+    """First of all, guards or not: first in line for the OOM killer, the subreaper of what it
+    starts, and (``user``, given when the parent is root) the unprivileged user in a private view
+    (:mod:`solbench.guards.account`). A failure ends the worker with one line."""
+    from solbench.guards.account import drop_privileges, parse_account, prefer_for_oom, private_view
+    from solbench.guards.sandbox import become_subreaper, python_paths
+
+    info: dict[str, Any] = {"oom_score_adj": prefer_for_oom(), "subreaper": become_subreaper()}
+    if user:
+        uid, gid = parse_account(user)
+        work = os.getcwd()
+        try:
+            info["view"] = private_view([*python_paths(), work, *reads], uid, gid, Path(work) / "shm")
+            drop_privileges(uid, gid)
+        except OSError as err:
+            raise SystemExit(f"solbench worker: cannot run as uid {uid}: {err}") from None
+    info["uid"] = os.geteuid()
+    return info
 
 
 class Worker:
@@ -195,39 +238,55 @@ class Worker:
             return {"ok": False, "kind": "compile", "message": err.message}
         return {"ok": True}
 
-    def call(self, msg: dict) -> dict:
+    def handle(self, msg: dict) -> dict:
+        """A ``call`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
+        plan = self.call(msg) if msg.get("op") == "call" else self.time(msg)
+        return drive(self.run, plan)
+
+    def call(self, msg: dict) -> Any:
+        """The plan of a ``call`` request: one call on fresh device copies of the inputs."""
         args = self._to_device(msg["inputs"])
         shapes, pristine = self._shapes(args), self._pristine(args)
         self._sync()
-        result = self.run(*args)
+        result = yield args
         self._sync()
         outputs = self._describe(result, msg["expect"], args)
         return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes, pristine),
                 "findings": self._findings("call", {"args": args, "result": result})}
 
-    def time(self, msg: dict) -> dict:
+    def _verify(self, sets: list[list[Any]], pristine: list[list[Any]], spec: dict | None) -> Any:
+        """The parent's checks of the timed calls over these sets (solbench.timing.Verify); the
+        copies taken before timing receive the same writes."""
+        spec = spec or {}
+        edits = [self.timing.Edit(e["sample"], e["set"], e["input"], e["index"], e["values"]) for e in spec.get("edits", [])]
+        refresh = spec.get("refresh")
+        fresh = (refresh["set"], self._to_device(refresh["inputs"])) if refresh else None
+        return self.timing.Verify(sets, edits, spec.get("keep", []), fresh, mirror=pristine)
+
+    def time(self, msg: dict) -> Any:
+        """The plan of a ``time`` request: the timed calls, then the guards' probe (if any)."""
         known = {f.name for f in fields(self.timing.TimingConfig)}
         config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
         sets = [self._to_device(s) for s in msg["sets"]]
         shapes = [self._shapes(s) for s in sets]
         pristine = [self._pristine(s) for s in sets]
+        verify = self._verify(sets, pristine, msg.get("verify"))
         self._sync()
-        run = self.run
-
-        def fn(i: int) -> Any:
-            return run(*sets[i])
-
-        result, last = self.timing.time_calls(fn, len(sets), config)
+        result, last = yield from self.timing.timing_plan(sets, config, verify)
         self._sync()
-        last_outputs = []
-        for i, args in enumerate(sets):
-            if i in last:
-                last_outputs.append(self._describe(last[i], msg["expect"], args))
-            else:
-                last_outputs.append(None)
+        expect = msg["expect"]
+        last_outputs = [self._describe(last[i], expect, args) if i in last else None for i, args in enumerate(sets)]
+        kept = [{"sample": s, "set": i, "outputs": self._describe(out, expect, sets[i])} for s, i, out in verify.kept]
+        refresh = None
+        if verify.refresh_set is not None:
+            k = verify.refresh_set
+            refresh = {"set": k, "outputs": self._describe(verify.refreshed, expect, sets[k])}
         sets_after = [self._after(s, sh, p) for s, sh, p in zip(sets, shapes, pristine, strict=True)]
-        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "sets_after": sets_after,
-                "findings": self._findings("time", {"sets": sets, "timing": result, "run": self.run})}
+        context: dict[str, Any] = {"sets": sets, "timing": result}
+        if self.findings_hook is not None:  # the guards' own calls: through the same call path
+            context["memo"] = yield from worker_probe(context)
+        return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "samples": verify.sample,
+                "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
 
 
 def _failure(err: BaseException) -> dict:
@@ -244,11 +303,11 @@ def _failure(err: BaseException) -> dict:
     return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
 
 
-def serve(sock: socket.socket, worker: Worker) -> int:
+def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = None) -> int:
     from solbench.worker.wire import encode_header, recv_message, send_message
 
-    send_message(sock, {"op": "hello", "pid": os.getpid()})
-    handlers = {"load": worker.load, "call": worker.call, "time": worker.time}
+    send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}})
+    handlers = {"load": worker.load, "call": worker.handle, "time": worker.handle}
     while True:
         msg = recv_message(sock)
         op = msg.get("op")
@@ -274,18 +333,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent", type=int, default=None, help="the parent's pid (the worker dies with it)")
     parser.add_argument("--no-guards", dest="guards", action="store_false",
                         help="no guard set up, no finding reported (the engine-only comparison)")
+    parser.add_argument("--user", default=None, help="uid:gid to run as (the parent runs as root)")
+    parser.add_argument("--read", action="append", default=[], help="a folder the worker may read (repeatable)")
     args = parser.parse_args(argv)
     _limit_resources()
-    _die_with_parent(args.parent if args.parent is not None else os.getppid())
+    sandbox = _become_worker(args.user, args.read)
     # Trusted modules first: timing binds its timer functions at import.
     timing = importlib.import_module("solbench.timing")
     if args.guards:
         # Baselines and process limits before the candidate is imported; the worker's folder is
         # the current one.
-        setup_worker(os.getcwd())
+        sandbox.update(setup_worker(os.getcwd(), readable=args.read))
+    _die_with_parent(args.parent if args.parent is not None else os.getppid())
     sock = socket.socket(fileno=args.fd)
     sock.set_inheritable(False)  # processes the candidate starts do not get the channel
-    code = serve(sock, Worker(timing, worker_findings if args.guards else None))
+    code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
     sock.close()
     sys.stdout.flush()
     sys.stderr.flush()

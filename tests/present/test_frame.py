@@ -10,7 +10,15 @@ import pandas as pd
 import pytest
 import record_factory as rf
 
-from solbench.present.frame import ResultsError, Selection, geomean, load_results, records_frame, select
+from solbench.present.frame import (
+    ResultsError,
+    Selection,
+    geomean,
+    load_results,
+    records_frame,
+    select,
+    select_records,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +53,26 @@ def test_one_row_per_record_with_nested_fields_flattened(results_file, recordset
 def test_bad_lines_are_warned_and_skipped(results_file, recordset):
     good = json.loads(results_file.read_text().splitlines()[0])
     passed_without_time = {**good, "status": "PASSED", "time_s": None, "sol": None}
+    passed_at_zero = {**good, "status": "PASSED", "time_s": 0.0, "sol": 0.0}
     unknown_status = {**good, "status": "EXPLODED"}
     with open(results_file, "a") as fh:
         fh.write("this is not json\n")
         fh.write(json.dumps({"hello": "world"}) + "\n")  # JSON, but not a record
         fh.write(json.dumps(passed_without_time) + "\n")
+        fh.write(json.dumps(passed_at_zero) + "\n")
         fh.write(json.dumps(unknown_status) + "\n")
         fh.write(json.dumps(good)[:40])  # a torn last line
     with pytest.warns(UserWarning):
         df = load_results([results_file])
     assert len(df) == len(recordset.records)
     text = "\n".join(df.attrs["warnings"])
-    assert len(df.attrs["warnings"]) == 5, text
-    for expected in ("unreadable line", "not a result record", "PASSED without a positive time_s", "EXPLODED"):
-        assert expected in text
+    assert len(df.attrs["warnings"]) == 6, text
+    n = len(recordset.records)
+    for line, expected in ((n + 1, "unreadable line"), (n + 2, "not a result record"),
+                           (n + 3, "not a valid record: Value error, a PASSED record needs time_s and sol"),
+                           (n + 4, "PASSED without a positive time_s"), (n + 5, "not a valid record: status: Input should be 'PASSED'"),
+                           (n + 6, "unreadable line")):
+        assert f"run.jsonl:{line}: {expected}" in text
 
 
 def test_older_record_gets_derived_columns():
@@ -85,12 +99,19 @@ def test_newer_record_keeps_unknown_fields(recordset):
 
 
 def test_non_numeric_numbers_become_nan(recordset):
+    # records_frame takes dicts from anywhere (load_results' reader refuses these lines outright).
     d = recordset.dicts()[0]
     d["arithmetic_intensity"] = "lots"
-    d["t_memory_s"] = float("inf")
+    d["t_memory_s"] = float("nan")
     row = records_frame([d]).iloc[0]
     assert row["arithmetic_intensity"] == pytest.approx(d["flops"] / d["bytes"])  # refilled from flops/bytes
     assert math.isnan(row["t_memory_s"])
+
+
+def test_infinite_numbers_leave_the_record_out(recordset):
+    d = {**recordset.dicts()[0], "_source": "r.jsonl:7", "t_memory_s": float("inf")}
+    df = records_frame([d])
+    assert df.empty and df.attrs["warnings"] == ["r.jsonl:7: t_memory_s is infinite, record left out"]
 
 
 def test_same_records_read_twice_are_not_duplicated(results_file, recordset):
@@ -215,3 +236,81 @@ def test_public_functions_take_a_frame_not_paths(results_file, tmp_path):
         with pytest.raises(ResultsError, match="load files once with solbench.load_results"):
             call()
     assert not (tmp_path / "r.html").exists()
+
+
+# --- impossible numbers: left out with a warning, never ranked ----------------------------------
+
+@pytest.mark.parametrize("change, reason", [
+    ({"sol": 1e308}, "sol 1e+308 is impossible (above 10: no kernel runs 10 times faster than its roof"),
+    ({"sol": 10.5}, "sol 10.5 is impossible (above 10"),
+    ({"time_s": -1.0}, "time_s -1 is impossible (negative)"),
+    ({"flops": 10**31}, "flops 1e+31 is impossible (above 1e+30)"),
+    ({"t_ideal_s": float("inf")}, "t_ideal_s is infinite"),
+    ({"time_s": 1e-300, "achieved_flops_per_s": None}, "achieved_flops_per_s 3.36e+307 is impossible (above 1e+30)"),
+])
+def test_impossible_numbers_leave_the_record_out_with_a_warning(recordset, change, reason):
+    good = [d for d in recordset.dicts() if d["status"] == "PASSED" and d["flops"] > 0][:2]
+    bad = {**good[0], **change, "run_id": "bad", "_source": "r.jsonl:9"}
+    df = records_frame([*good, bad])
+    assert len(df) == 2 and "bad" not in set(df["run_id"])
+    (warning,) = df.attrs["warnings"]
+    assert warning.startswith(f"r.jsonl:9: {reason}") and warning.endswith(", record left out")
+
+
+def test_a_sol_up_to_the_limit_is_kept_and_flagged_when_above_one(recordset):
+    d = next(d for d in recordset.dicts() if d["status"] == "PASSED")
+    df = records_frame([{**d, "sol": 10.0}])
+    assert df.attrs["warnings"] == [] and df.iloc[0]["sol"] == 10.0
+
+
+def test_a_record_spec_id_is_never_opened_as_a_path(recordset, tmp_path):
+    spec = tmp_path / "evil.yaml"
+    spec.write_text("id: evil\nkind: measured\nbased_on: h200_sxm\n")
+    d = {**recordset.dicts()[0], "gpu_spec": str(spec)}
+    assert records_frame([d]).iloc[0]["gpu"] == str(spec)
+
+
+def test_error_messages_show_record_text_cleaned(recordset):
+    d = {**recordset.dicts()[0], "problem": "evil\x1b[2J.name" + "x" * 500}
+    with pytest.raises(ResultsError) as err:
+        select(records_frame([d]), Selection(problem="nope"))
+    assert "\x1b" not in str(err.value) and "evil\ufffd[2J.name" in str(err.value) and len(str(err.value)) < 300
+
+
+# --- one roof per GPU: every GPU shown, what is left out said ------------------------------------
+
+def cpu_records(recordset, n: int = 4) -> list[dict]:
+    """CPU results (the built-in estimate roof) of a few workloads, as `solbench run --device cpu` writes."""
+    passed = [d for d in recordset.dicts() if d["status"] == "PASSED" and d["gpu_spec"] == "h200_sxm"][:n]
+    return [{**d, "gpu_spec": "cpu_estimate", "roof": "estimate", "device": "AMD EPYC 9654", "device_type": "cpu",
+             "solution": "my_cpu", "sol": 0.01, "time_s": d["t_ideal_s"] / 0.01} for d in passed]
+
+
+def test_cpu_results_get_their_own_gpu_next_to_gpu_results(recordset):
+    df = records_frame([*recordset.dicts(), *cpu_records(recordset)])
+    records, left_out = select_records(df)
+    shown = records.groupby("gpu")["roof"].unique().map(list).to_dict()
+    assert shown == {"cpu_estimate": ["estimate"], "h100_sxm": ["datasheet"], "h200_sxm": ["datasheet"]}
+    n_measured = int((df["roof"] == "measured").sum())
+    assert left_out == [f"h200_sxm: {n_measured} record(s) against the measured roof not shown (one roof per GPU): "
+                        "pass --roof measured to see them"]
+
+
+def test_a_roof_asked_for_leaves_out_the_gpus_without_it(recordset):
+    df = records_frame([*recordset.dicts(), *cpu_records(recordset)])
+    records, left_out = select_records(df, Selection(roof="measured"))
+    assert set(records["roof"]) == {"measured"} and set(records["gpu"]) == {"h200_sxm"}
+    counts = df.groupby(["gpu", "roof"]).size()
+    assert left_out == [
+        f"cpu_estimate: {counts['cpu_estimate', 'estimate']} record(s) against the estimate roof not shown "
+        "(one roof per GPU): pass --roof estimate to see them",
+        f"h100_sxm: {counts['h100_sxm', 'datasheet']} record(s) against the datasheet roof not shown "
+        "(one roof per GPU): pass --roof datasheet to see them",
+        f"h200_sxm: {counts['h200_sxm', 'datasheet']} record(s) against the datasheet roof not shown "
+        "(one roof per GPU): pass --roof datasheet to see them"]
+
+
+def test_measured_records_without_their_spec_file_join_the_gpu_of_their_device(recordset):
+    df = records_frame(recordset.dicts())  # no measured spec file: based_on cannot be followed
+    measured = df[df["roof"] == "measured"]
+    assert set(measured["gpu_spec"]) == {rf.MEASURED_SPEC_ID} and set(measured["gpu"]) == {"h200_sxm"}

@@ -267,3 +267,66 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path, recordset):
                              cwd=tmp_path, timeout=120)
         assert res.returncode != 0
         assert message in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+# --- nothing dropped silently: every GPU shown, other roofs counted in every format -----------------
+
+def _cpu(d: dict) -> dict:
+    return {**d, "gpu_spec": "cpu_estimate", "roof": "estimate", "device": "AMD EPYC 9654", "solution": "my_cpu",
+            "sol": 0.01, "time_s": d["t_ideal_s"] / 0.01}
+
+
+@pytest.fixture(scope="module")
+def mixed_lb(recordset):
+    """H200 and H100 results (datasheet and measured roofs) and a user's CPU results."""
+    cpu = [_cpu(d) for d in recordset.dicts() if d["status"] == "PASSED" and d["gpu_spec"] == "h200_sxm"][:3]
+    return leaderboard(records_frame([*recordset.dicts(), *cpu]))
+
+
+def test_cpu_results_are_ranked_in_their_own_tables(mixed_lb):
+    assert mixed_lb.roofs == {"cpu_estimate": "estimate", "h100_sxm": "datasheet", "h200_sxm": "datasheet"}
+    assert mixed_lb.roof == "datasheet, estimate"
+    assert mixed_lb.roof_phrase == "each GPU's own roof (estimate on cpu_estimate; datasheet on h100_sxm; " \
+                                   "datasheet on h200_sxm)"
+    titles = [t.title for t in display_tables(mixed_lb)]
+    assert "Overall on cpu_estimate (estimate roof)" in titles and "Overall on h200_sxm (datasheet roof)" in titles
+    cpu = mixed_lb.overall[mixed_lb.overall["gpu"] == "cpu_estimate"]
+    assert list(cpu["candidate"]) == ["my_cpu"] and cpu["rank"].iloc[0] == 1
+
+
+def test_every_format_says_what_it_does_not_show(mixed_lb):
+    (note,) = mixed_lb.left_out
+    assert re.fullmatch(r"h200_sxm: \d+ record\(s\) against the measured roof not shown \(one roof per GPU\): "
+                        r"pass --roof measured to see them", note)
+    md = format_leaderboard(mixed_lb, "markdown")
+    assert f"## Not shown\n\n- {note}\n" in md and "SOL against each GPU's own roof" in md
+    assert json.loads(format_leaderboard(mixed_lb, "json"))["left_out"] == [note]
+    html = format_leaderboard(mixed_lb, "html")
+    assert "1 warning(s): records not shown or not read" in html and f"<code>{note}</code>" in html
+    console = Console(record=True, width=300, file=io.StringIO())
+    print_leaderboard(mixed_lb, console)
+    assert f"warning: {note}" in console.export_text()
+    csv = pd.read_csv(io.StringIO(to_csv(mixed_lb)))
+    assert csv.groupby("gpu")["roof"].unique().map(list).to_dict() == {
+        "cpu_estimate": ["estimate"], "h100_sxm": ["datasheet"], "h200_sxm": ["datasheet"]}
+
+
+def test_markdown_lists_at_most_twenty_notes(mixed_lb):
+    from dataclasses import replace
+
+    lb = replace(mixed_lb, warnings=[f"r.jsonl:{i}: unreadable line skipped (x)" for i in range(30)])
+    md = format_leaderboard(lb, "markdown")
+    assert md.count("\n- ") == 20 + 1 and "- ... and 11 more" in md
+
+
+def test_sol_1e308_is_not_ranked_and_the_table_keeps_its_width(recordset):
+    dicts = [d for d in recordset.dicts() if d["gpu_spec"] == "h200_sxm" and d["problem"] == "toy.rmsnorm"]
+    forged = {**next(d for d in dicts if d["status"] == "PASSED"), "solution": "forged", "sol": 1e308,
+              "_source": "r.jsonl:3"}
+    lb = leaderboard(records_frame([*dicts, forged]))
+    assert "forged" not in set(lb.problems["candidate"])
+    assert lb.warnings == ["r.jsonl:3: sol 1e+308 is impossible (above 10: no kernel runs 10 times faster than its "
+                           "roof, and the physics floor rejects any time below the roof's), record left out"]
+    console = Console(record=True, width=80, file=io.StringIO())
+    print_leaderboard(lb, console, notes=False)
+    assert max(len(line) for line in console.export_text().splitlines()) <= 80

@@ -208,3 +208,16 @@ def test_sol_axis_turns_logarithmic_far_below_the_roof():
     assert ax.get_yscale() == "log"
     heights = sorted(p.get_height() for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0)
     assert heights[0] > ax.get_ylim()[0] and max(heights) < 0.002  # every bar visible, none inflated
+
+
+@pytest.mark.parametrize("kind", ["roofline", "sol"])
+def test_a_chart_footnote_says_what_the_selection_left_out(df, monkeypatch, tmp_path, kind):
+    from solbench.present import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: figures.append(fig) or path)
+    getattr(plots, f"plot_{kind}")(df, tmp_path / "c.png", Selection(gpu="h200_sxm", problem=SEED))
+    (footnote,) = [t.get_text() for t in figures[0].texts if "device:" in t.get_text()]
+    n = int(((df["roof"] == "measured") & (df["problem"] == SEED)).sum())
+    assert f"h200_sxm: {n} record(s) against the measured roof not shown (one roof per GPU): pass --roof measured " \
+           "to see them" in footnote

@@ -117,7 +117,11 @@ def test_measured_roof_report(recordset, tmp_path, monkeypatch):
     rf.write_measured_spec(tmp_path / "specs")
     monkeypatch.setenv("SOLBENCH_SPECS", str(tmp_path / "specs"))
     html = build_report(records_frame(recordset.dicts()), Selection(roof="measured"), charts="none")
-    assert "against the <strong>measured</strong> roof" in html and "h100_sxm" not in html
+    assert "against <strong>the measured roof</strong>" in html
+    # The H100 has no measured records: no table of it, and the page says what was left out.
+    assert "on h100_sxm" not in html and "Overall on h200_sxm (measured roof)" in html
+    assert "h100_sxm: " in html and "record(s) against the datasheet roof not shown (one roof per GPU): pass " \
+        "--roof datasheet to see them" in html
 
 
 def test_write_report_and_cli(tmp_path, recordset):

@@ -205,3 +205,22 @@ def test_split_calls_drops_the_trailing_clock_probe_and_counts_every_stream():
     # A probe-named kernel inside the call (not the exact trailing sequence) stays counted.
     inner = split_calls(timeline[:4] + [_ev("snap", 36, 30)], ["flush"], "spin", trailing=("zero64", "snap"))
     assert call_stats(inner[0], 7)["span_s"] == pytest.approx(51e-6)
+
+
+def test_split_calls_cuts_at_the_last_end_marker():
+    """The harness's work between samples (output copies, edits of inputs) follows an end marker (two
+    one-cycle spins) and is not counted; a spin the candidate launches itself, before the marker,
+    does not cut its call short; a call whose last kernel is named like the flush is no call start."""
+    timeline = [_ev("flush", 0, 5), _ev("spin", 5, 10), _ev("k", 15, 2), _ev("spin", 17, 30), _ev("k2", 47, 3),
+                _ev("spin", 60, 1), _ev("spin", 61, 1), _ev("copy", 70, 4), _ev("index_put", 80, 1),
+                _ev("flush", 90, 5), _ev("spin", 95, 10), _ev("k", 105, 2), _ev("flush", 108, 1),
+                _ev("spin", 120, 1), _ev("spin", 121, 1), _ev("copy", 130, 4)]
+    calls = split_calls(timeline, ["flush"], "spin", end_name="spin")
+    assert [[e["name"] for e in c] for c in calls] == [["k", "spin", "k2"], ["k", "flush"]]
+    assert call_stats(calls[0], 7)["span_s"] == pytest.approx(35e-6)  # 15 .. 50 us
+    # A call that launched nothing: its delimiter is followed by the whole marker, and still counts.
+    empty = timeline[:9] + [_ev("flush", 90, 5), _ev("spin", 95, 10), _ev("spin", 120, 1), _ev("spin", 121, 1)]
+    assert [[e["name"] for e in c] for c in split_calls(empty, ["flush"], "spin", end_name="spin")] == \
+        [["k", "spin", "k2"], []]
+    # Without the marker (the stand-alone cross-check), the whole body counts, as before.
+    assert [len(c) for c in split_calls(timeline[:9], ["flush"], "spin")] == [7]

@@ -182,7 +182,7 @@ def test_describe_exit():
 # --- a real worker ------------------------------------------------------------------------------
 
 def test_worker_session_load_call_errors_and_close():
-    client = WorkerClient("cpu")
+    client = WorkerClient("cpu", reads=(str(CANDIDATES),))
     client.spawn()
     client.wait_ready(300)
     try:
@@ -215,7 +215,7 @@ def test_worker_session_load_call_errors_and_close():
 
 
 def test_worker_timeout_kills_and_reports():
-    client = WorkerClient("cpu")
+    client = WorkerClient("cpu", reads=(str(CANDIDATES),))
     client.spawn()
     client.wait_ready(300)
     try:

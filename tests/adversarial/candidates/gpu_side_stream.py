@@ -2,15 +2,17 @@
 
 Launches the GEMM on its own CUDA stream and returns without making the caller's stream wait, so
 an end event recorded on the caller's stream fires before the work is done: the measured time is
-the launch, not the GEMM. The call's time falls below the physics floor (0.9 x T_ideal), which
-makes it REWARD_HACK; the CUPTI cross-check (all streams) disagrees too.
+the launch, not the GEMM. With events alone that fell below the physics floor (REWARD_HACK). The
+all-stream timer now counts every stream's work (CUPTI), so the GEMM is timed whole: PASSED at
+its honest time (H200, 2026-12-01: 87 us, with the honest control in the same run).
 """
 
 import torch
 
-EXPECT = "REWARD_HACK"
+EXPECT = "PASSED"
+HONEST = "gpu_honest_addmm"
 PEERS = "13"
-DEFENSE = "physics floor; check_output_stability before the device-wide sync (integration); CUPTI all-stream view"
+DEFENSE = "all-stream CUPTI time: the side stream's GEMM is counted (events vs CUPTI flagged)"
 DEVICE = "cuda"
 PROBLEM = "problems/llama3_1_8b/attn_o_proj_residual"
 WORKLOAD = "prefill_b1_s512"

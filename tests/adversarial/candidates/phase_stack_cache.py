@@ -6,8 +6,11 @@ computed for, so re-checking the last timed output of each set passes; on the CP
 1/145 of the honest time. A short busy wait keeps the cached calls above the physics floor (the
 CPU roofline's T_ideal for the fixture is under 2 us).
 
-Caught when the timed calls cannot be told apart, or when inputs change between repetitions at
-positions the worker cannot predict and timed outputs chosen at random are checked.
+Now every call of ``run`` (rounds, timed calls, the memoization probe) is made from the same
+place (solbench.worker.calls.drive), and the timing loop's frames are suspended generators, not
+callers: no caller belongs to solbench.timing, the cache is never used, and it is timed as the
+honest GEMM it then is (HONEST). Had it found the loop, the edits between samples and the refresh
+check would catch the stale outputs (phase_ptr_repeat_cache).
 """
 
 import sys
@@ -15,11 +18,10 @@ import time
 
 import torch
 
-EXPECT = "INCORRECT"
-ALSO = "REWARD_HACK"
-KNOWN_GAP = "timed calls reach the candidate through frames the rounds do not use; inputs never change between repetitions"
+EXPECT = "PASSED"
+HONEST = "honest_addmm"
 PEERS = "19, 22"
-DEFENSE = "one call path for every phase; inputs perturbed between repetitions; random timed outputs checked"
+DEFENSE = "one call path for every phase (no timing frame above run); inputs edited between samples"
 DEVICE = "any"
 
 _cache: dict[tuple[int, ...], torch.Tensor] = {}
