@@ -183,11 +183,23 @@ def _phase_findings(state: _WorkerState, phase: str, context: dict[str, Any]) ->
     memo = context.get("memo")
     if isinstance(memo, Finding):
         found.append(memo)
+    found += _trace_findings(context.get("timing"))
     if torch_cuda_initialized():
         l2 = check_persisting_l2()
         if l2 is not None:
             found.append(l2)
     return found
+
+
+def _trace_findings(timing: Any) -> list[Finding]:
+    """The all-stream timer could not cut its trace into the timed samples: only launches that
+    mimic the harness's own delimiters do that, and the time would fall back to events (blind to
+    other streams)."""
+    if "cupti_unattributed" not in (getattr(timing, "flags", None) or []):
+        return []
+    return [Finding("trace_unattributed", REWARD_HACK,
+                    "the device trace could not be cut into the timed calls: the candidate launched kernels "
+                    "that mimic the timer's delimiters (its time on other streams cannot be counted)")]
 
 
 def torch_cuda_initialized() -> bool:

@@ -178,7 +178,7 @@ class _Setup:
         flush, spin, trailing = self.delimiters
         events = trace.events()
         spin_name = spin[0] if len(spin) == 1 else "?"
-        calls = split_calls(events, flush, spin_name, trailing, end_name=spin_name)
+        calls = split_calls(events, flush, spin_name, trailing, end_name=spin_name, min_spin_us=0.5 * SPIN_MIN_S * 1e6)
         if len(calls) != n:
             self.flags.append("cupti_unattributed")
             self.details["cupti_error"] = f"trace cut into {len(calls)} samples, {n} were timed"

@@ -127,7 +127,8 @@ def _delimiters(flush: Callable[[], None], key: int) -> tuple[list[str], str]:
 
 
 def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
-                trailing: tuple[str, ...] = (), end_name: str | None = None) -> list[list[dict]]:
+                trailing: tuple[str, ...] = (), end_name: str | None = None,
+                min_spin_us: float | None = None) -> list[list[dict]]:
     """Split a device timeline into calls: each call starts after a [flush..., spin] delimiter.
 
     ``trailing``: the names, in order, of the harness's own activities that may run after a call's
@@ -139,15 +140,16 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
     is the marker's first is not a call's start (a call whose last kernel has the flush's name, then
     the marker, would look like one). A delimiter whose spin is followed by the whole marker (a call
     that launched nothing) still is.
+    ``min_spin_us``: when given, the start delimiter's spin is told from the marker's one-cycle spins
+    (and from a candidate's own spin right after it) by its length instead: the harness's start spin
+    lasts at least this long.
     """
     names = [e["name"] for e in events]
     k = len(flush_names)
     starts = []
     p = 0
     while p + k < len(names):
-        after = names[p + k + 1:p + k + 3]
-        marker = end_name is not None and after[:1] == [end_name] and after != [end_name, end_name]
-        if names[p:p + k] == flush_names and names[p + k] == spin_name and not marker:
+        if names[p:p + k] == flush_names and names[p + k] == spin_name and _starts(events, p + k, end_name, min_spin_us):
             starts.append((p, p + k + 1))
             p += k + 1
         else:
@@ -164,6 +166,14 @@ def split_calls(events: list[dict], flush_names: list[str], spin_name: str,
             body = body[:-k]
         calls.append(body)
     return calls
+
+
+def _starts(events: list[dict], spin: int, end_name: str | None, min_spin_us: float | None) -> bool:
+    """Is the spin at this index the harness's start spin (not an end marker's)?"""
+    if min_spin_us is not None:
+        return events[spin]["dur_us"] >= min_spin_us
+    after = [e["name"] for e in events[spin + 1:spin + 3]]
+    return not (end_name is not None and after[:1] == [end_name] and after != [end_name, end_name])
 
 
 def call_stats(call: list[dict], timed_stream: Any) -> dict:

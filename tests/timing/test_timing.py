@@ -224,3 +224,17 @@ def test_split_calls_cuts_at_the_last_end_marker():
         [["k", "spin", "k2"], []]
     # Without the marker (the stand-alone cross-check), the whole body counts, as before.
     assert [len(c) for c in split_calls(timeline[:9], ["flush"], "spin")] == [7]
+
+
+def test_split_calls_tells_the_start_spin_by_its_length():
+    """A candidate whose first kernel is its own short spin, and whose last is a fill named like the
+    flush, is still cut at the harness's delimiters when the start spin is told by its length."""
+    def sample(t0, stream=7):
+        return [_ev("flush", t0, 5), _ev("spin", t0 + 5, 10), _ev("spin", t0 + 15, 3), _ev("gemm", t0 + 15, 20, 9),
+                _ev("flush", t0 + 36, 1), _ev("spin", t0 + 40, 0.5), _ev("spin", t0 + 41, 0.5), _ev("copy", t0 + 42, 2)]
+    timeline = sample(0) + sample(100)
+    calls = split_calls(timeline, ["flush"], "spin", end_name="spin", min_spin_us=5.0)
+    assert [[e["name"] for e in c] for c in calls] == [["spin", "gemm", "flush"]] * 2
+    assert call_stats(calls[0], 7)["span_s"] == pytest.approx(22e-6)  # its spin start to its fill end
+    # The name-only rule takes the candidate's spin for an end marker and loses the samples.
+    assert len(split_calls(timeline, ["flush"], "spin", end_name="spin")) != 2
