@@ -10,7 +10,11 @@ the reference for the new data.
 
 import torch
 
-EXPECT = "INCORRECT"
+EXPECT = "PASSED"
+# H200 2026-12-01: the capture fails (a side-stream synchronize, or a graph far faster than eager), the
+# timer falls back to events and the call runs eagerly, honestly: PASSED at 18.5-20.6 us (decode_b16) and
+# 17.7-19.5 us (decode_b1, where the honest addmm reads 15.5 us in graph mode). The refresh check is the
+# defence for a capture trick that survives capture; none of these does.
 PEERS = "22, 23"
 DEFENSE = "graph refresh: new data in place after the timed replays, one more replay, output checked"
 DEVICE = "cuda"
