@@ -314,3 +314,16 @@ def test_memoization_probe_on_cuda() -> None:
 
     found = memoization_probe(memoized, args, 1e-6)
     assert found is not None and found.kind == "memoization"
+
+
+def test_an_uncuttable_trace_is_a_reward_hack() -> None:
+    """The all-stream timer flags `cupti_unattributed` when its trace cannot be cut into the timed
+    samples; the worker's guard turns that into a finding (the event time would be blind)."""
+    from types import SimpleNamespace
+
+    from solbench.guards.hooks import _trace_findings
+
+    assert _trace_findings(SimpleNamespace(flags=["side_stream_work"])) == []
+    assert _trace_findings(None) == []
+    found = _trace_findings(SimpleNamespace(flags=["cupti_unattributed"]))
+    assert [(f.kind, f.status) for f in found] == [("trace_unattributed", REWARD_HACK)]
