@@ -63,6 +63,22 @@ for s in "$@"; do
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
         python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ${ADV_K:+-k "$ADV_K"}
       cp "$OUT/adversarial_gpu.log" "results/h200/adversarial_gpu_$STAMP.log" ;;
+    ncu_probe)
+      # raw Nsight Compute outputs for the profile parser's CPU tests (tests/fixtures/ncu/)
+      mkdir -p "$OUT/ncu"
+      step ncu_probe bash -c 'ncu --list-sections > "$OUT/ncu/sections.txt" 2>&1;
+        ncu --query-metrics --chip gh100 2>/dev/null | grep -E "^(dram__bytes|lts__t_bytes|l1tex__t_bytes|sm__sass_thread_inst_executed_op|sm__inst_executed_pipe_tensor|sm__pipe_tensor|sm__ops_path_tensor|smsp__sass_thread_inst_executed_op|sm__throughput|gpu__compute_memory_throughput|sm__warps_active|dram__throughput|gpu__time_duration)" > "$OUT/ncu/query_metrics_gh100.txt";
+        timeout 240 ncu --clock-control none --target-processes all --set full --nvtx -o "$OUT/ncu/probe" -f python3 scripts/ncu_probe_target.py > "$OUT/ncu/run.log" 2>&1; echo "ncu rc=$?";
+        ncu --import "$OUT/ncu/probe.ncu-rep" --page raw --csv > "$OUT/ncu/probe_raw.csv";
+        ncu --import "$OUT/ncu/probe.ncu-rep" --page details --csv > "$OUT/ncu/probe_details.csv";
+        timeout 120 ncu --clock-control none --target-processes all --nvtx --nvtx-include "rmsnorm_eager/" --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,l1tex__t_bytes.sum --csv --page raw python3 scripts/ncu_probe_target.py > "$OUT/ncu/nvtx_filtered_raw.csv" 2>&1; echo "nvtx rc=$?";
+        ls -la "$OUT/ncu"; head -c 600 "$OUT/ncu/probe_raw.csv"' ;;
+    timing_probe)
+      step timing_probe timeout ${PROBE_TIMEOUT:-150} python3 benchmarks/timing_cost_probe.py --out "results/h200/timing_cost_probe_$STAMP.txt"
+      step parent_profile timeout ${PROBE_TIMEOUT:-150} python3 -m cProfile -o "$OUT/parent.prof" -m solbench run llama3_1_8b.rmsnorm \
+        -s problems/llama3_1_8b/rmsnorm/solutions/torch_eager.py --workload decode_b1 --workload decode_b16 --workload prefill_b1_s2048 -o "$OUT/parent_probe.jsonl"
+      python3 -c "import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats(\"cumulative\").print_stats(45)" "$OUT/parent.prof" > "results/h200/parent_profile_$STAMP.txt" 2>&1
+      python3 -c "import json,sys; [print(r[\"workload\"], r[\"status\"], json.dumps(r.get(\"harness\"))) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/parent_probe.jsonl" | tee -a "results/h200/parent_profile_$STAMP.txt" ;;
     landlock_probe)
       step landlock_probe timeout 200 python3 scripts/landlock_cuda_probe.py ;;
     run_seed)
