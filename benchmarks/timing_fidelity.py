@@ -6,9 +6,11 @@ events for comparison; and the same candidate timed in two processes.
     python benchmarks/timing_fidelity.py --device cpu --quick
     python benchmarks/timing_fidelity.py --out results/timing_fidelity_h200_sxm.json
 
-Goals (issue 5): error <= 2% for kernels >= 10 us, <= 15% at 1-3 us (3-10 us: 5%, our
-interpolation); the same memory-bound candidate (>= 50 us) in two processes within 1%.
-Truth on CUDA is the CUPTI span of one call (first kernel start to last kernel end, all streams).
+Goals (issue 13): error <= 2% for kernels >= 10 us, <= 5% from 2 to 10 us (15% below, issue 5's);
+the same memory-bound candidate (>= 50 us) in two processes within 1%.
+Truth on CUDA is the CUPTI span of one isolated call (first kernel start to last kernel end, all
+streams), each after its own flush and a 1 ms spin, read just before and just after solbench's
+timing and averaged (clock drift with power falls on both sides alike).
 On the CPU, where there is no CUPTI, the reference is blocked timing (N back-to-back calls / N).
 """
 
@@ -34,7 +36,8 @@ from solbench.timing import TimingConfig, time_calls  # noqa: E402
 
 Case = tuple[Callable[[int], Any], int, dict]  # fn(i), n_sets, meta (expected output builder etc.)
 TWO_PROCESS_CASE = "add_256MiB"
-WALL_MIN_S = 100e-6  # host wall-clock reference only where the host's launch path is hidden
+WALL_MIN_S = 100e-6
+TRUTH_SPIN_CYCLES = 2_000_000  # ~1 ms at H200 clocks: longer than any case's host enqueue  # host wall-clock reference only where the host's launch path is hidden
 
 
 def _engine_set_count(input_bytes: int, tensor_bytes: int, device: str) -> int:
@@ -132,7 +135,7 @@ def cpu_cases(quick: bool) -> dict[str, Callable[[], Case]]:
 def goal_for(t_s: float) -> float:
     if t_s >= 10e-6:
         return 0.02
-    if t_s >= 3e-6:
+    if t_s >= 2e-6:  # issue 13: within 5% from 2 to 10 us
         return 0.05
     return 0.15
 
@@ -173,8 +176,23 @@ def wall_reference(fn: Callable[[int], Any], n_sets: int, calls: int = 50, block
     return sorted(per_call)[len(per_call) // 2]
 
 
+def _truth(fn: Callable[[int], Any], n_sets: int) -> dict:
+    """The independent reading: CUPTI spans of 20 isolated calls, each after its own flush (a
+    buffer of this script's, not solbench's) and a 1 ms spin, so the whole call is queued before
+    it starts (no launch gaps between a multi-kernel call's kernels)."""
+    from solbench.timing.cupti import measure
+
+    return measure(fn, n_sets, n_calls=20, spin_cycles=TRUTH_SPIN_CYCLES)
+
+
 def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float) -> dict:
     fn, n_sets, meta = build()
+    if device == "cuda":
+        # Bracketed: the truth is read just before and just after solbench's timing and averaged,
+        # so a drift of clocks with power and heat (compute-bound kernels) falls on both alike.
+        fn(0)
+        torch.cuda.synchronize()
+        before = _truth(fn, n_sets)
     res, last = time_calls(fn, n_sets, TimingConfig(device=device, budget_s=budget_s))
     row: dict[str, Any] = {"case": name, "method": res.method, "method_reason": res.method_reason,
                            "overhead_subtracted_s": res.overhead_subtracted_s,
@@ -183,8 +201,11 @@ def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float)
     if "expect" in meta:  # the timed outputs are right (the loop hands back real copies)
         row["outputs_ok"] = all(torch.allclose(last[i], meta["expect"](i)) for i in range(n_sets))
     if device == "cuda":
-        from solbench.timing.cupti import measure
-
+        after = _truth(fn, n_sets)
+        spans = [t.get("span_s") for t in (before, after)]
+        row["truth_before_s"], row["truth_after_s"] = spans
+        row["flags"] += [f for t in (before, after) for f in t.get("flags", []) if f not in row["flags"]]
+        truth = sum(spans) / 2 if all(spans) else None
         # Both CUDA methods on every case, whatever auto picked: the table then shows where each is
         # accurate, which is the evidence for auto's threshold (graph_threshold_s).
         ev, _ = time_calls(fn, n_sets, TimingConfig(device=device, budget_s=budget_s, method="events"))
@@ -196,10 +217,7 @@ def run_case(name: str, build: Callable[[], Case], device: str, budget_s: float)
         except Exception as err:  # noqa: BLE001 - e.g. out of memory for a batch of big outputs
             row["graph_median_s"], row["graph_note"] = None, f"{type(err).__name__}: {str(err)[:200]}"
         torch.cuda.empty_cache()
-        cup = measure(fn, n_sets, n_calls=20)
-        row["cupti"] = cup
-        truth = cup.get("span_s")
-        row["flags"] += [f for f in cup.get("flags", []) if f not in row["flags"]]
+        row["cupti"] = before
         if (truth or 0) >= WALL_MIN_S:
             row["wall_s"] = wall_reference(fn, n_sets, calls=max(5, min(50, int(0.05 / truth))))
         expected_flags = meta.get("expected_flags")

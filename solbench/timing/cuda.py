@@ -414,6 +414,11 @@ def _graph_replays(st: _Setup, graph: Any, outs: dict[int, Any], verify: Verify)
 def _choose_method(config: TimingConfig, est_s: float) -> tuple[str, str]:
     if config.method in ("events", "graph"):
         return config.method, "requested"
+    if config.cupti:
+        # Each sample's time is the CUPTI span of its own kernels, with no event latency in it, so
+        # a short call needs no graph batching: every call stays cold-L2 and isolated, and nothing
+        # is captured (a candidate cannot act differently under capture).
+        return "events", f"all-stream timer: per-call device spans (first estimate {est_s * 1e6:.1f} us)"
     if est_s < config.graph_threshold_s:
         return "graph", f"first event estimate {est_s * 1e6:.1f} us < {config.graph_threshold_s * 1e6:.0f} us"
     return "events", f"first event estimate {est_s * 1e6:.1f} us >= {config.graph_threshold_s * 1e6:.0f} us"

@@ -43,28 +43,49 @@ SPIN_CYCLES = 20_000  # ~10 us: long enough to be a clear delimiter, short enoug
 _delimiter_cache: dict[int, tuple[list[str], str]] = {}
 
 
-def _kineto_device_events(prof: Any) -> list[dict]:
-    """Device activities straight from Kineto's results (no trace file); [] where this torch's
-    events do not say their activity type (torch 2.11 does not): the trace file is read instead."""
+def _category(e: Any) -> str | None:
+    """An event's device category (kernel, copy, memset), or None for anything else (host events,
+    device-side annotations). Torch 2.11's events do not say their activity type: there the
+    device type and the name tell (CUDA's copy and memset activities are named Memcpy/Memset)."""
     try:
-        raw = prof.profiler.kineto_results.events()
-        out = [{"name": e.name(), "cat": e.activity_type(), "ts_us": e.start_ns() / 1e3,
-                "dur_us": e.duration_ns() / 1e3, "stream": e.device_resource_id()}
-               for e in raw if e.activity_type() in DEVICE_CATS]
+        cat = e.activity_type()
     except AttributeError:
-        return []
+        cat = None
+    if cat is not None:
+        return cat if cat in DEVICE_CATS else None
+    from torch.autograd import DeviceType
+
+    if e.device_type() != DeviceType.CUDA or getattr(e, "is_user_annotation", lambda: False)():
+        return None
+    name = e.name()
+    return "gpu_memcpy" if name.startswith("Memcpy") else "gpu_memset" if name.startswith("Memset") else "kernel"
+
+
+def _kineto_device_events(results: Any) -> list[dict]:
+    """Device activities straight from Kineto's results (no trace file), by start."""
+    out = []
+    for e in results.events():
+        cat = _category(e)
+        if cat is not None:
+            out.append({"name": e.name(), "cat": cat, "ts_us": e.start_ns() / 1e3,
+                        "dur_us": e.duration_ns() / 1e3, "stream": e.device_resource_id()})
     out.sort(key=lambda e: e["ts_us"])
     return out
 
 
 class DeviceTrace:
     """Collects the device activities of the whole CUDA context while open (CUDA activity only:
-    no CPU op recording, so the host cost per launch stays small)."""
+    no CPU op recording, so the host cost per launch stays small).
+
+    Built on ``torch.autograd.profiler.profile`` rather than ``torch.profiler.profile``: the latter
+    imports ``torch.distributed`` (and with it dynamo and sympy) on first use, ~5 s per worker on
+    the H200 (results/h200/timing_cost_probe_2026-12-01.txt); the Kineto session is the same.
+    """
 
     def __enter__(self) -> DeviceTrace:
-        from torch.profiler import ProfilerActivity, profile
+        from torch.autograd.profiler import profile
 
-        self._prof = profile(activities=[ProfilerActivity.CUDA])
+        self._prof = profile(use_device="cuda", use_cpu=False, use_kineto=True)
         self._prof.__enter__()
         return self
 
@@ -75,7 +96,10 @@ class DeviceTrace:
         self._prof.__exit__(*exc)
 
     def events(self) -> list[dict]:
-        return _kineto_device_events(self._prof) or _trace_device_events(self._prof)
+        try:
+            return _kineto_device_events(self._prof.kineto_results)
+        except AttributeError:  # a torch whose events lack these accessors: read the trace file
+            return _trace_device_events(self._prof)
 
 
 def _trace_device_events(prof: Any) -> list[dict]:
@@ -219,8 +243,10 @@ def summarize_calls(calls: list[list[dict]], timed_stream: Any) -> dict:
 
 
 def measure(fn: Callable[[int], Any], n_sets: int, n_calls: int = 10,
-            flush: Callable[[], None] | None = None) -> dict:
-    """Profile `n_calls` calls (rotating sets, flushed, synchronised); CUPTI statistics per call."""
+            flush: Callable[[], None] | None = None, spin_cycles: int = SPIN_CYCLES) -> dict:
+    """Profile `n_calls` calls (rotating sets, flushed, synchronised); CUPTI statistics per call.
+    ``spin_cycles``: the spin before each call; one longer than the host's enqueue of the call
+    keeps launch gaps out of a multi-kernel call's span."""
     import torch
 
     if flush is None:
@@ -237,7 +263,7 @@ def measure(fn: Callable[[int], Any], n_sets: int, n_calls: int = 10,
         for j in range(n_calls):
             flush()
             torch.cuda.synchronize()
-            torch.cuda._sleep(SPIN_CYCLES)
+            torch.cuda._sleep(spin_cycles)
             fn(j % n_sets)
             torch.cuda.synchronize()
 

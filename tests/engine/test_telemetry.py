@@ -119,6 +119,36 @@ def test_sampler_ors_reasons_over_samples(monkeypatch):
     assert res["energy_j"] == pytest.approx(1.0)
 
 
+def test_stop_does_not_wait_for_a_sampler_stuck_in_nvml(monkeypatch):
+    """A sample blocked in NVML when the workload ends is dropped; stop() returns at once and the
+    blocked sample never lands in the result."""
+    import threading
+
+    fake, release, blocked = _FakeNvml(), threading.Event(), threading.Event()
+    plain = fake.nvmlDeviceGetPowerUsage
+
+    def stuck(h):
+        if threading.current_thread().name == "solbench-telemetry":
+            blocked.set()
+            release.wait(10)
+        return plain(h)
+
+    fake.nvmlDeviceGetPowerUsage = stuck
+    monkeypatch.setattr(telemetry, "init_nvml", lambda: fake)
+    t = TelemetrySampler("cuda", "GPU-x", interval_s=0.01)
+    t.start()
+    assert blocked.wait(5)
+    t.stop()
+    n = t.result()["samples"]
+    release.set()
+    t_thread_done = threading.Event()
+    threading.Timer(0.2, t_thread_done.set).start()
+    t_thread_done.wait()
+    res = t.result()
+    assert res["samples"] == n == 1  # the start sample only: the stuck one is not appended late
+    assert any("busy in NVML" in e for e in res["errors"])
+
+
 # --- the NVML helpers the sampler, the environment and the clock probe share (timing.clockprobe) ---
 
 class _Handles:
