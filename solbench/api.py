@@ -14,8 +14,9 @@ functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,23 @@ from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint
+from solbench.data.small import small_problem
 from solbench.engine.cases import WorkloadCases
 from solbench.engine.evaluation import CandidateSlot
-from solbench.engine.options import RunOptions, resolve_options
+from solbench.engine.options import RunOptions, dispatched, resolve_options
 from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
-from solbench.errors import ProblemError, SolbenchError
-from solbench.worker.candidate import describe_candidates, shipped_candidates
+from solbench.errors import ProblemError, SolbenchError, did_you_mean
+from solbench.worker.candidate import (
+    CandidateFile,
+    describe_candidates,
+    shipped_candidates,
+    skipped_candidates,
+    skipped_line,
+    source_run_mismatch,
+)
 
-__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "resolve_options", "run_interleaved",
-           "run_plan", "run_problems"]
+__all__ = ["DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "profile_problems", "resolve_options",
+           "run_interleaved", "run_plan", "run_problems"]
 
 # The demo's problems, by name: the seed GEMM plus memory-bound ones, each skipped when absent.
 DEMO_PROBLEMS = (
@@ -83,6 +92,41 @@ def _select_workloads(problem: Problem, names: Sequence[str], smallest: bool) ->
     return chosen
 
 
+def _given_for(problem: Problem, given: list[CandidateFile]) -> list[CandidateFile]:
+    """The given candidates as they run on ``problem``: a file that shares its name with one of the
+    problem's own candidates but is another file is named by its folder (``swiglu/torch_eager``), so
+    its records are never taken for the problem's own."""
+    own = {f.stem: f.resolve() for f in shipped_candidates(problem.folder)}
+    return [replace(c, name=_name_by_folder(c.path)) if c.name in own and own[c.name] != c.path else c
+            for c in given]
+
+
+def _name_by_folder(path: Path) -> str:
+    folder = path.parent.parent if path.parent.name == "solutions" else path.parent
+    return f"{folder.name}/{path.stem}"
+
+
+def _refuse_misfits(plan: list[PlanItem]) -> None:
+    """With several problems, a given file whose ``def run`` (read, never run) cannot take a problem's
+    inputs is refused before anything runs: it was written for another problem."""
+    misfits = [(c, item.problem, why) for item in plan for c in item.candidates if c.path.suffix == ".py"
+               for why in [source_run_mismatch(c.path, list(item.problem.inputs), item.problem.name)] if why]
+    if misfits:
+        c, problem, why = misfits[0]
+        more = f" (and {len(misfits) - 1} more such pairs)" if len(misfits) > 1 else ""
+        raise SolbenchError(f"--solution {c.display_path} does not fit {problem.name}: {why}{more}; run each "
+                            "file with the problems it was written for")
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _tell_skipped(problem: Problem, log: Callable[[str], None]) -> None:
+    for path, missing in skipped_candidates(problem.folder):
+        log(skipped_line(problem.name, path, missing))
+
+
 def plan_run(
     problems: Sequence[str | Path | Problem],
     solutions: Sequence[str | Path] | None = None,
@@ -90,22 +134,33 @@ def plan_run(
     workloads: Sequence[str] = (),
     smallest_workload: bool = False,
     problems_dir: Path | None = None,
+    small: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> list[PlanItem]:
-    """Resolve problems, workloads and candidates (the problem's shipped solutions when none given)."""
+    """Resolve problems, workloads and candidates (the problem's shipped solutions when none given).
+    A shipped candidate left out for a missing module (``REQUIRES``) is told to ``log`` in one line
+    (default: standard error), never skipped silently."""
     if not problems:
         raise SolbenchError("no problem given: pass a problem.yaml path or a name from `solbench list`")
     given = describe_candidates(solutions) if solutions else None
     plan = []
     for p in problems:
         problem = _as_problem(p, problems_dir)
-        cands = given if given is not None else describe_candidates(shipped_candidates(problem.folder))
+        problem = small_problem(problem) if small else problem  # --small: the test_axes, one workload
+        if given is None:
+            _tell_skipped(problem, log or _stderr_line)
+        cands = _given_for(problem, given) if given is not None else describe_candidates(
+            shipped_candidates(problem.folder))
         if not cands:
             raise SolbenchError(f"{problem.name} ships no candidates under solutions/: pass --solution FILE")
         plan.append(PlanItem(problem, _select_workloads(problem, workloads, smallest_workload), cands))
+    if given is not None and len(plan) > 1:
+        _refuse_misfits(plan)
     known = {w.name for item in plan for w in item.problem.workloads}
     unknown = [n for n in workloads if n not in known]
     if unknown:
-        raise ProblemError([f"no workload named {', '.join(map(repr, unknown))} in the given problems "
+        hint = did_you_mean(unknown[0], known)
+        raise ProblemError([f"no workload named {', '.join(map(repr, unknown))} in the given problems{hint} "
                             f"(workloads: {', '.join(sorted(known))})"])
     return [item for item in plan if item.workloads]
 
@@ -118,7 +173,9 @@ def run_problems(
     output: str | Path | None = None,
     workloads: Sequence[str] = (),
     smallest_workload: bool = False,
+    small: bool = False,
     progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
     **settings: Any,
 ) -> RunResult:
     """Check, time and score candidates on problems; append one record per (candidate, workload).
@@ -129,7 +186,8 @@ def run_problems(
     rounds per workload instead (see :func:`run_interleaved`): N records per (candidate, workload).
     """
     options = resolve_options(options, **settings)
-    plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload)
+    plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload, small=small,
+                    log=log)
     return run_plan(plan, options, Path(output) if output else default_output(), progress)
 
 
@@ -137,6 +195,11 @@ def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: 
     """Run a resolved plan (see :func:`plan_run`) with explicit options (interleaved when they say so)."""
     if options.interleave:
         return run_interleaved(plan, options, output, progress)
+    if dispatched(options):  # --gpus, --jobs, --cluster: executors run the items, this process writes
+        from solbench.dispatch import run_dispatched
+
+        done = run_dispatched(plan, options, output, progress)
+        return RunResult(done.records, output, done.run_id, done.spec_id or "", options.device)
     runner = Runner(options, output, progress or NullProgress())
     records = runner.run(plan)
     return RunResult(records, output, runner.run_id, runner.spec.id, options.device)
@@ -237,6 +300,24 @@ def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLE
     return found[:limit], missing
 
 
+DEMO_CPU_SPEC = "cpu_measured.yaml"
+
+
+def demo_cpu_spec(folder: Path, log: Callable[[str], None]) -> tuple[Path, str]:
+    """Measure this CPU's ceilings (``solbench calibrate --quick``) into ``folder``; the spec's path
+    and a note saying what the demo is scored against. A built-in estimate would put every SOL near
+    0.001: it bounds what any CPU could do, not what this one does."""
+    from solbench.engine.calibrate import calibrate
+    from solbench.units import si
+
+    log("measuring this CPU's ceilings first (matmul and memory bandwidth, a few seconds), to score against")
+    spec, path = calibrate("cpu", folder / DEMO_CPU_SPEC, quick=True, log=lambda line: None)
+    peak = max(spec.peak_flops.values())
+    return path, (f"CPU demo: SOL is against this CPU's measured ceilings ({si(spec.memory_bandwidth, 'B/s')} memory, "
+                  f"{si(peak, 'FLOP/s')} best matmul; {path}), not a datasheet: 1.0 = as fast as its best copy or "
+                  "matmul")
+
+
 def demo(
     device: str | None = None,
     output: str | Path | None = None,
@@ -244,11 +325,14 @@ def demo(
     options: RunOptions | None = None,
     problems_dir: Path | None = None,
     progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
     **settings: Any,
 ) -> DemoResult:
     """A few problems with their shipped candidates: on the CPU the smallest workload of each and a
     short timing budget unless one is given (a couple of minutes in all); on CUDA every workload.
-    ``options`` and ``settings`` (``gpu="h200_sxm"``, ...) as for :func:`run_problems`."""
+    On the CPU without ``gpu``, this CPU's ceilings are measured first (:func:`demo_cpu_spec`, a few
+    seconds) and the run is scored against them. ``options`` and ``settings`` (``gpu="h200_sxm"``,
+    ...) as for :func:`run_problems`; ``log`` hears what is being done before the run starts."""
     options = resolve_options(options, device=device, **settings)
     device = options.device
     files, missing = demo_problems(problems_dir)
@@ -257,7 +341,8 @@ def demo(
                             "repository root or pass --problems DIR")
     cpu = not device.startswith("cuda")
     notes = [f"demo problem {n} not found, skipped" for n in missing]
-    plan = plan_run(files, smallest_workload=cpu)
+    # on the CPU only torch_eager.py runs: a library baseline left out there is no news
+    plan = plan_run(files, smallest_workload=cpu, log=(lambda line: None) if cpu else notes.append)
     if cpu:
         notes.append(f"CPU demo: the smallest workload of each problem and its shipped {CPU_DEMO_CANDIDATE} only "
                      "(run `solbench run PROBLEM --device cpu` for the others)")
@@ -269,5 +354,67 @@ def demo(
     out = Path(output) if output else default_output("demo")
     if cpu and "budget_s" not in options.model_fields_set:
         options = resolve_options(options, budget_s=DEMO_CPU_BUDGET_S)
+    if cpu and options.gpu is None:
+        spec_path, note = demo_cpu_spec(out.with_suffix(""), log or (lambda line: None))
+        options = resolve_options(options, gpu=str(spec_path))
+        notes.append(note)
     run = run_plan(plan, options, out, progress)
     return DemoResult(out, run, [item.problem.name for item in plan], missing, notes)
+
+
+def largest_workload(problem: Problem, workloads: Sequence[Workload]) -> list[Workload]:
+    """The workload that moves the most bytes (what a profile of a problem looks at first)."""
+    return [max(workloads, key=lambda w: problem.auto_bytes(problem.resolve_axes(w)))] if workloads else []
+
+
+def _only_candidates(plan: list[PlanItem], patterns: Sequence[str]) -> list[PlanItem]:
+    """The plan with only the candidates whose name matches one of ``patterns``; at least one must."""
+    import fnmatch
+
+    for item in plan:
+        item.candidates = [c for c in item.candidates if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+    kept = [item for item in plan if item.candidates]
+    if not kept:
+        raise SolbenchError(f"--only {' '.join(patterns)}: no candidate of the given problems matches; candidate "
+                            "names are solution file names without .py")
+    return kept
+
+
+def profile_problems(
+    problems: Sequence[str | Path | Problem],
+    solutions: Sequence[str | Path] | None = None,
+    options: RunOptions | None = None,
+    *,
+    output: str | Path | None = None,
+    workloads: Sequence[str] = (),
+    all_workloads: bool = False,
+    progress: Progress | None = None,
+    ncu: str | None = None,
+    ncu_options: Sequence[str] = (),
+    keep_reports: bool = False,
+    log: Callable[[str], None] | None = None,
+    only: Sequence[str] = (),
+    **settings: Any,
+) -> RunResult:
+    """`solbench profile`: run as :func:`run_problems` (each problem's largest workload unless
+    ``workloads`` or ``all_workloads`` say otherwise), and give each passed record a ``profile``: one
+    call of the candidate under Nsight Compute (:mod:`solbench.engine.profiling`). The raw exports go
+    to ``<output>.ncu/`` beside the results file. ``only``: name patterns (globs) the candidates must
+    match, e.g. ``("torch_eager", "triton_*")``; problems left with none are skipped."""
+    from solbench.engine.profiling import ProfileSettings, ProfilingRunner, find_ncu, ncu_version
+
+    options = resolve_options(options, **settings)
+    plan = plan_run(problems, solutions, workloads=workloads, log=log)
+    if not workloads and not all_workloads:
+        for item in plan:
+            item.workloads = largest_workload(item.problem, item.workloads)
+    if only:
+        plan = _only_candidates(plan, only)
+    out = Path(output) if output else default_output("profiles")
+    exe = find_ncu(ncu)
+    profile_settings = ProfileSettings(exe, out.with_suffix(".ncu"), extra=tuple(ncu_options),
+                                       keep_reports=keep_reports, version=ncu_version(exe))
+    runner = ProfilingRunner(options, out, profile_settings, progress or NullProgress())
+    records = runner.run(plan)
+    return RunResult(records, out, runner.run_id, runner.spec.id, options.device)
+

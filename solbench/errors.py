@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -30,6 +32,16 @@ class SpecError(SolbenchError):
     def __init__(self, errors: list[str] | str):
         self.errors = [errors] if isinstance(errors, str) else list(errors)
         super().__init__("; ".join(self.errors))
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the closest known names to a mistyped one, else ''."""
+    text, known = str(name), sorted(set(known))
+    # A name cut short ("h200" for "h200_sxm") or given without its family ("rmsnorm"), then near misses.
+    close = [k for k in known if k.startswith(text) or k.endswith("." + text)]
+    close += [k for k in difflib.get_close_matches(text, known, n=3, cutoff=0.6) if k not in close]
+    close = close[:3]
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def validation_lines(err: Any, schema: str) -> list[str]:

@@ -9,6 +9,7 @@ rich markup is escaped with :func:`plain` first, so it cannot open a ``[link=...
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import typer
@@ -48,8 +49,20 @@ def echo(text: object, err: bool = False) -> None:
     typer.echo(safe_text(text), err=err)
 
 
-console = SafeConsole()
-err_console = SafeConsole(stderr=True)
+# Piped or redirected output (a log, `| less`) is not cut at 80 columns: tables get this width unless
+# $COLUMNS says otherwise; a terminal's own width is used as it is.
+PIPED_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> SafeConsole:
+    out = SafeConsole(stderr=stderr)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out.width = PIPED_WIDTH
+    return out
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def fmt_time(t: float | None) -> str:

@@ -52,6 +52,8 @@ def calibrate(
     for k, v in m.get("bandwidth", {}).items():
         s = m.get("sustained_bandwidth", {}).get(k)
         table.add_row(f"memory {k}", si(v, "B/s"), si(s, "B/s") if s else "-")
+    for k, v in spec.launch_floor_s.items():
+        table.add_row(f"launch floor ({k})", si(v, "s"), "-")
     console.print(table)
     console.print(f"wrote {path} (memory_bandwidth {si(spec.memory_bandwidth, 'B/s')}); "
                   f"score against it with --gpu {path}")

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time, plain
+from solbench.data.noise import noisy_reason
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
+from solbench.present.markup import one_line
 from solbench.units import sol_text
 
 _STATUS_STYLE = {
@@ -30,28 +40,63 @@ _STATUS_STYLE = {
 
 
 class RichProgress:
-    """The engine's progress hooks drawn as a rich progress bar on stderr."""
+    """The engine's progress hooks on stderr: a live bar with the time left on a terminal; elsewhere
+    (a log, a pipe) one plain line per record, so a long run shows what it did as it goes.
+
+    Nothing is drawn before ``begin``: a mistake found while planning prints its one line alone.
+    """
 
     def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.live = enabled and err_console.is_terminal
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=err_console, transient=True, disable=not enabled)
+                            TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True,
+                            disable=not self.live)
         self.task_id = self.bar.add_task("starting", total=None)
+        self.total, self.done, self.started = 0, 0, time.monotonic()
 
     def __enter__(self) -> RichProgress:
-        self.bar.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.bar.stop()
 
     def begin(self, total: int) -> None:
+        self.total, self.done, self.started = total, 0, time.monotonic()
         self.bar.update(self.task_id, total=total)
+        if self.live:
+            self.bar.start()
 
     def task(self, problem: str, workload: str, candidate: str) -> None:
         self.bar.update(self.task_id, description=f"{plain(problem)} [bold]{plain(workload)}[/] {plain(candidate)}")
 
+    def executor(self, label: str, activity: str) -> None:
+        """A row per executor (device@host) in a run on several (``--gpus``, ``--jobs``, ``--cluster``)."""
+        rows = self.__dict__.setdefault("executor_rows", {})
+        if label not in rows:
+            rows[label] = self.bar.add_task("", total=None)
+        self.bar.update(rows[label], description=f"  {plain(label)}: {plain(activity)}")
+
     def record(self, record: ResultRecord) -> None:
         self.bar.advance(self.task_id)
+        self.done += 1
+        if self.enabled and not self.live:
+            err_console.print(progress_line(record, self.done, self.total, time.monotonic() - self.started),
+                              markup=False, highlight=False, soft_wrap=True)
+
+
+def progress_line(record: ResultRecord, done: int, total: int, elapsed_s: float) -> str:
+    """``[3/12] problem workload candidate: PASSED 1.2 ms SOL 0.812 (0:41 elapsed, about 1:10 left)``."""
+    what = f"{record.status} {fmt_time(record.time_s)} SOL {sol_text(record.sol)}" if record.sol is not None else (
+        f"{record.status}: {one_line(record.reason or '', 160)}")
+    left = elapsed_s / done * (total - done) if done and total >= done else None
+    when = f"{_clock(elapsed_s)} elapsed" + (f", about {_clock(left)} left" if left is not None and done < total else "")
+    return f"[{done}/{total or '?'}] {record.problem} {record.workload} {record.solution}: {what} ({when})"
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
 def _rate(x: float | None, scale: float) -> str:
@@ -68,17 +113,21 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
         prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
         table = Table(title=f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})", title_justify="left")
         for col in ("workload", "candidate", "status", "time", "SOL", "bound", f"{prefix}FLOP/s", f"{prefix}B/s"):
-            table.add_column(col, justify="right" if col in ("time", "SOL") or col.endswith("/s") else "left",
-                             no_wrap=True)
-        reasons = any(r.reason for r in rows)
+            numeric = col in ("time", "SOL") or col.endswith("/s")
+            # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
+            table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
+                             overflow="ellipsis" if numeric else "fold")
+        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing)) for r in rows)
         if reasons:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            cells = [plain(r.workload), plain(r.solution), f"[{style}]{plain(r.status)}[/]", fmt_time(r.time_s),
+            noisy = noisy_reason(r.timing) if r.status == Status.PASSED.value else None
+            status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
+            cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
                      sol_text(r.sol), plain(r.bound),
                      _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
-            table.add_row(*cells, *([plain((r.reason or "")[:200])] if reasons else []))
+            table.add_row(*cells, *([plain((r.reason or noisy or "")[:200])] if reasons else []))
         tables.append(table)
     return tables
 
@@ -138,6 +187,11 @@ def _setting(name: str, *flags: str, **kw: Any) -> Any:
     return typer.Option(default, *flags, help=kw.pop("help", field.description), **kw)
 
 
+def _plain_line(line: str) -> None:
+    """A line for the user on standard error, as it is (no markup): a shipped candidate skipped, ..."""
+    err_console.print(line, markup=False, highlight=False)
+
+
 @app.command()
 def run(
     problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
@@ -151,6 +205,7 @@ def run(
     timeout: float = _setting("timeout_s", "--timeout"),
     compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
+    small: bool = typer.Option(False, "--small", help="one workload 'small' at the problem's test_axes (quick CPU runs)"),
     seed: int = _setting("seed", "--seed"),
     budget: float = _setting("budget_s", "--budget"),
     rounds: int = _setting("rounds", "--rounds"),
@@ -162,6 +217,10 @@ def run(
     guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
                             f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
     log_bytes: int = _setting("log_bytes", "--log-bytes"),
+    gpus: str = _setting("gpus", "--gpus"),
+    jobs: int = _setting("jobs", "--jobs"),
+    cluster: str = _setting("cluster", "--cluster"),
+    transport: str = _setting("transport", "--transport"),
     worker_user: str = _setting("worker_user", "--worker-user"),
     worker_read: list[str] = typer.Option(None, "--worker-read", help=api.RunOptions.model_fields["worker_reads"].description
                                           + " (repeatable)"),
@@ -172,6 +231,7 @@ def run(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
         seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
         cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
+        gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport,
         worker_reads=tuple(worker_read) if worker_read else None,
     )
     if not options.guards:
@@ -179,7 +239,7 @@ def run(
                           f"{GUARDS_OFF_FLAG}; never use this for untrusted code", highlight=False)
     with RichProgress(enabled=not quiet) as progress:
         result = api.run_problems(problems, solution or None, options, output=output, workloads=workload or (),
-                                  progress=progress)
+                                  small=small, progress=progress, log=_plain_line)
     _finish(result.records, result.output, result.spec_id, result.device, as_json,
             interleaved=options.interleave > 0)
 
@@ -195,7 +255,8 @@ def demo(
 ) -> None:
     """The main job on whatever device is here: a few problems and their shipped candidates, end to end."""
     with RichProgress(enabled=not quiet) as progress:
-        result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress)
+        result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress,
+                          log=lambda line: err_console.print(line, markup=False, highlight=False))
     for note in result.notes:
         err_console.print(note, highlight=False)
     try:

@@ -27,10 +27,19 @@ class ListFormat(str, Enum):
 
 @app.command()
 def validate(
-    paths: list[Path] = typer.Argument(..., help="problem.yaml / spec files, or folders to search"),
+    paths: list[Path] = typer.Argument(..., help="problem.yaml / spec files, or folders to search; with "
+                                                  "--measured: result files or folders"),
     deep: bool = typer.Option(False, "--deep", help="also run references: FLOPs vs FlopCounterMode"),
+    measured: bool = typer.Option(False, "--measured", help="compare the problems' FLOP and byte formulas with "
+                                                            "the counters of profiled records (`solbench profile`)"),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="with --measured: table, markdown or json"),
+    show_all: bool = typer.Option(False, "--all", help="with --measured: list the agreeing problems too"),
 ) -> None:
-    """Check problem and spec files; one line per error (file, key, why); exit 1 on any."""
+    """Check problem and spec files; one line per error (file, key, why); exit 1 on any. With --measured,
+    list the problems whose formulas differ from the counters by more than 10%; exit 1 on any."""
+    if measured:
+        _validate_measured(paths, fmt, show_all)
+        return
     n, errs = validate_paths(list(paths), deep=deep)
     for e in errs:
         err_console.print(e, markup=False, highlight=False, soft_wrap=True)
@@ -38,6 +47,44 @@ def validate(
         err_console.print(f"{len(errs)} error(s) in {n} file(s)", style="red")
         raise typer.Exit(1)
     console.print(f"{n} file(s) OK", style="green")
+
+
+def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool) -> None:
+    """`validate --measured`: declared FLOPs and bytes against the profiled records' counters."""
+    from solbench.present.frame import load_results
+    from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
+
+    for p in paths:
+        if not p.exists():
+            raise SolbenchError(f"{p}: no such file or folder: pass result files (.jsonl) written by `solbench profile`")
+    rows = measured_rows(load_results(paths, warn=False))
+    if not rows:
+        raise SolbenchError("no profiled record in these results: run `solbench profile PROBLEM...` first")
+    off = [r for r in rows if r.disagrees]
+    shown = rows if show_all else off
+    if fmt == ListFormat.json:
+        typer.echo(json.dumps([r.as_dict() for r in shown], indent=2))
+    elif fmt == ListFormat.markdown:
+        echo(markdown_table(shown))
+    else:
+        console.print(_measured_table(shown, TOLERANCE))
+    err_console.print(f"{len(off)} of {len(rows)} profiled (problem, workload) pairs differ by more than "
+                      f"{TOLERANCE:.0%}", style="red" if off else "green", highlight=False)
+    if off:
+        raise typer.Exit(1)
+
+
+def _measured_table(rows: list, tolerance: float) -> Table:
+    table = Table(title=f"declared vs measured (ratio = counted / declared; off by more than {tolerance:.0%})",
+                  title_justify="left")
+    for col in ("problem", "workload", "candidate", "FLOPs ratio", "bytes ratio", "note"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        style = "red" if r.disagrees else "green"
+        table.add_row(plain(r.problem), plain(r.workload), plain(r.candidate),
+                      "-" if r.flops_ratio is None else f"[{style}]{r.flops_ratio:.3g}[/]",
+                      "-" if r.bytes_ratio is None else f"[{style}]{r.bytes_ratio:.3g}[/]", plain(r.note))
+    return table
 
 
 @app.command("list")

@@ -162,8 +162,25 @@ def _plot_command(kind: str, what: str, doc: str) -> None:
     plot_app.command(kind)(selecting(command))
 
 
-_plot_command("roofline", "roofline",
-              "Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU).")
+def _roofline(
+    results: list[Path] = RESULTS_ARG,
+    output: Path = typer.Option(..., "--output", "-o", help="chart file: .png, .svg or .pdf"),
+    title: str = typer.Option(None, "--title", help="chart title [default: what and on which GPU]"),
+    levels: bool = typer.Option(False, "--levels", help="hierarchical roofline: each kernel profiled by `solbench "
+                                                       "profile` at HBM, L2 and L1, under each level's bandwidth"),
+    *,
+    selection: Selection,
+) -> None:
+    """Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU)."""
+    from solbench.present import plots
+
+    df = _load(results)
+    _warn_left_out(df, selection)
+    _done("hierarchical roofline" if levels else "roofline",
+          plots.plot_roofline(df, output, selection, title=title, levels=levels))
+
+
+plot_app.command("roofline")(selecting(_roofline))
 _plot_command("sol", "SOL chart",
               "SOL bars per candidate and workload, one panel per problem; hatched = memory-bound (one GPU).")
 
@@ -176,6 +193,8 @@ def report(
     title: str = typer.Option(None, "--title", help="page title"),
     charts: ChartFormat = typer.Option(ChartFormat.svg, "--charts", help="inline charts as svg, png, or none"),
     jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="processes drawing charts [default: per CPU]"),
+    baseline: list[Path] = typer.Option(None, "--baseline", help="results to compare these with (a Comparison "
+                                                                 "section, as `solbench compare`); repeatable"),
     *,
     selection: Selection,
 ) -> None:
@@ -185,5 +204,7 @@ def report(
     sources = [str(p) for p in results or [DEFAULT_RESULTS]]
     df = _load(results)
     _warn_left_out(df, selection)
-    path = write_report(df, output, selection, title=title, charts=charts.value, workers=jobs, sources=sources)
+    base = _load(baseline) if baseline else None
+    path = write_report(df, output, selection, title=title, charts=charts.value, workers=jobs, sources=sources,
+                        baseline=base)
     _done("report", path)

@@ -133,6 +133,46 @@ def names(expr: str | int | float) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees}
 
 
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+@lru_cache(maxsize=1024)
+def parse_relation(text: str) -> ast.Compare:
+    """A constraint between axes: expressions joined by ``== != < <= > >=`` (chains allowed: ``1 <= P <= 64``)."""
+    if not isinstance(text, str):
+        raise ExpressionError(f"constraint {_short(text)}: must be a string like 'L == B + 1'")
+    if len(text) > _MAX_LEN:
+        raise ExpressionError(f"constraint {text[:40]!r}...: longer than {_MAX_LEN} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as err:
+        raise ExpressionError(f"constraint {_quoted(text)}: syntax error ({err.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise ExpressionError(f"constraint {_quoted(text)}: cannot be parsed ({type(err).__name__})") from None
+    if not isinstance(tree, ast.Compare) or any(type(op) not in _COMPARE for op in tree.ops):
+        raise ExpressionError(f"constraint {_quoted(text)}: must compare expressions with == != < <= > >=")
+    if _depth(tree) > _MAX_DEPTH:
+        raise ExpressionError(f"constraint {_quoted(text)}: nested more than {_MAX_DEPTH} levels deep")
+    for side in (tree.left, *tree.comparators):
+        _check(side, text)
+    return tree
+
+
+def relation_names(text: str) -> set[str]:
+    """The axis names a constraint refers to."""
+    tree = parse_relation(text)
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees}
+
+
+def holds(text: str, env: Mapping[str, Number]) -> bool:
+    """Whether a constraint holds for these axis values (every link of a chain)."""
+    tree = parse_relation(text)
+    values = [_eval(side, env, text) for side in (tree.left, *tree.comparators)]
+    return all(_COMPARE[type(op)](a, b) for op, a, b in zip(tree.ops, values, values[1:], strict=False))
+
+
 def evaluate(expr: str | int | float, env: Mapping[str, Number]) -> Number:
     """Evaluate an expression with axis values from ``env``.
 

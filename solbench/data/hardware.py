@@ -15,10 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from solbench.data.dtypes import PEAK_KEYS
 from solbench.data.library import spec_dirs
 from solbench.data.yamlio import checked_model, read_yaml_file
-from solbench.errors import SpecError
+from solbench.errors import SpecError, did_you_mean
 
 _ID_RE = re.compile(r"^[a-z0-9_\-]+$")
-NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz")
+NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz", "l2_bandwidth",
+                  "l1_bandwidth")
+# The hierarchical roofline's levels: bandwidth field of each (HBM/DRAM, L2, L1), outermost first.
+LEVEL_FIELDS = {"dram": "memory_bandwidth", "l2": "l2_bandwidth", "l1": "l1_bandwidth"}
+# The launch floor: the least time solbench's timer reads for a call that does nothing, per timing
+# method (``solbench calibrate`` measures it: a one-element fill, torch's smallest kernel).
+LAUNCH_FLOOR_METHODS = ("events", "graph", "cpu")
+# For CUDA specs that state none (every datasheet spec, and measured specs from before calibrate
+# measured it): 1 us per method, under what the H200 probe read for a 4 KiB add (CUPTI kernel
+# 0.80 us, graph batch 1.15-1.29 us, per-call events 2.3-4 us: docs/timing.md). Kept low on purpose:
+# a floor set too high would lift a kernel's attainable SOL above what it earned.
+DEFAULT_LAUNCH_FLOOR_S = {"events": 1.0e-6, "graph": 1.0e-6}
 
 
 class Measurement(BaseModel):
@@ -44,6 +55,9 @@ class HardwareSpec(BaseModel):
     l2_bytes: int | None = Field(default=None, gt=0)
     memory_bytes: float | None = Field(default=None, gt=0)
     memory_bandwidth: float = Field(gt=0, description="bytes/s")
+    l2_bandwidth: float | None = Field(default=None, gt=0, description="L2 bytes/s, all SMs together (optional)")
+    l1_bandwidth: float | None = Field(default=None, gt=0, description="L1/shared bytes/s summed over the SMs "
+                                                                       "(optional)")
     boost_clock_mhz: float | None = Field(default=None, gt=0)
     clock_mhz_assumed: float | None = Field(default=None, gt=0, description="clock the tensor peaks assume")
     tdp_w: float | None = Field(default=None, gt=0)
@@ -52,6 +66,9 @@ class HardwareSpec(BaseModel):
     accumulate: dict[str, str] = Field(default_factory=dict, description="accumulate dtype per peak")
     sources: list[str] = Field(default_factory=list)
     provenance: dict[str, str] = Field(default_factory=dict, description="field -> where the number comes from")
+    launch_floor_s: dict[str, float] = Field(
+        default_factory=dict, description="timing method (events, graph, cpu) -> seconds an empty call reads; "
+                                          "a number applies to events and graph")
     measured: Measurement | None = None
     based_on: str | None = Field(default=None, description="datasheet spec id a measured spec refines")
     notes: str = ""
@@ -70,6 +87,32 @@ class HardwareSpec(BaseModel):
             raise ValueError("at least one peak is needed")
         return v
 
+    @field_validator("launch_floor_s", mode="before")
+    @classmethod
+    def _floor(cls, v: Any) -> Any:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return {"events": v, "graph": v}
+        return v
+
+    @field_validator("launch_floor_s")
+    @classmethod
+    def _floor_keys(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if k not in LAUNCH_FLOOR_METHODS:
+                raise ValueError(f"unknown timing method {k!r} (known: {', '.join(LAUNCH_FLOOR_METHODS)})")
+            if not 1e-9 <= x <= 1e-2:
+                raise ValueError(f"{k}: {x:g} s is implausible for an empty call (write seconds, e.g. 2.0e-6)")
+        return v
+
+    def launch_floor(self, method: str | None) -> tuple[float, str] | None:
+        """(seconds, basis) of the launch floor for a timing method: this spec's own number, else the
+        documented default on CUDA (:data:`DEFAULT_LAUNCH_FLOOR_S`); None when neither applies."""
+        if method in self.launch_floor_s:
+            return self.launch_floor_s[method], f"{self.id}: launch_floor_s.{method}"
+        if self.device_type == "cuda" and method in DEFAULT_LAUNCH_FLOOR_S:
+            return DEFAULT_LAUNCH_FLOOR_S[method], f"default launch floor ({method}; {self.id} states none)"
+        return None
+
     @property
     def path(self) -> Path | None:
         return self._path
@@ -86,6 +129,10 @@ class HardwareSpec(BaseModel):
     def ridge_point(self, dtype: str) -> float:
         return self.peak(dtype) / self.memory_bandwidth
 
+    def level_bandwidths(self) -> dict[str, float]:
+        """Bytes/s of each memory level the spec states: dram always, l2 and l1 when given."""
+        return {level: getattr(self, f) for level, f in LEVEL_FIELDS.items() if getattr(self, f) is not None}
+
 
 def _spec_errors(spec: HardwareSpec) -> list[str]:
     errs = []
@@ -101,6 +148,8 @@ def _spec_errors(spec: HardwareSpec) -> list[str]:
         for f in NUMERIC_FIELDS:
             if getattr(spec, f) is not None and f not in spec.provenance:
                 errs.append(f"provenance.{f}: every number needs a source")
+        if spec.launch_floor_s and "launch_floor_s" not in spec.provenance:
+            errs.append("provenance.launch_floor_s: every number needs a source")
         for k in spec.peak_flops:
             if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
                 errs.append(f"provenance.peak_flops.{k}: every number needs a source")
@@ -109,9 +158,27 @@ def _spec_errors(spec: HardwareSpec) -> list[str]:
     # Units: bandwidth in bytes/s, peaks in FLOP/s. Catches GB/s and TFLOP/s typed in.
     if not 1e9 <= spec.memory_bandwidth <= 1e14:
         errs.append(f"memory_bandwidth: {spec.memory_bandwidth:g} B/s is implausible (write bytes/s, e.g. 4.8e12)")
+    errs.extend(_level_errors(spec))
     for k, v in spec.peak_flops.items():
         if not 1e9 <= v <= 1e17:
             errs.append(f"peak_flops.{k}: {v:g} FLOP/s is implausible (write FLOP/s, e.g. 989.4e12)")
+    return errs
+
+
+def _level_errors(spec: HardwareSpec) -> list[str]:
+    """Cache bandwidths in bytes/s, each level at least as fast as the one outside it."""
+    errs = []
+    outer, outer_bw = "memory_bandwidth", spec.memory_bandwidth
+    for field in ("l2_bandwidth", "l1_bandwidth"):
+        bw = getattr(spec, field)
+        if bw is None:
+            continue
+        if not 1e10 <= bw <= 1e15:
+            errs.append(f"{field}: {bw:g} B/s is implausible (write bytes/s, e.g. 1.2e13)")
+        elif bw < outer_bw:
+            errs.append(f"{field}: {bw:g} B/s is below {outer} ({outer_bw:g} B/s); a cache level is faster "
+                        "than the one outside it")
+        outer, outer_bw = field, bw
     return errs
 
 
@@ -136,7 +203,7 @@ def list_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:
 
 
 def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> HardwareSpec:
-    """A spec by id (``h200_sxm``) or by path to a YAML file."""
+    """A spec by id (``h200_sxm``, or ``cpu_estimate`` for the built-in CPU estimate) or by path to a YAML file."""
     p = Path(id_or_path)
     if p.suffix in (".yaml", ".yml") or p.is_file():
         if not p.is_file():
@@ -146,9 +213,13 @@ def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> Har
         f = Path(d) / f"{id_or_path}.yaml"
         if f.is_file():
             return load_spec_file(f)
-    known = ", ".join(s.id for s in list_specs(spec_dir))
-    raise SpecError(f"unknown GPU {str(id_or_path)!r}: pick one of {known} (see `solbench specs`), "
-                    "or pass a spec file path")
+    if str(id_or_path) == "cpu_estimate":
+        from solbench.data.cpu_estimate import cpu_estimate_spec
+
+        return cpu_estimate_spec()
+    ids = [s.id for s in list_specs(spec_dir)] + ["cpu_estimate"]
+    raise SpecError(f"unknown GPU {str(id_or_path)!r}{did_you_mean(id_or_path, ids)}: pick one of {', '.join(ids)} "
+                    "(see `solbench specs`), or pass a spec file path")
 
 
 def detect_spec(device_name: str, spec_dir: str | Path | None = None) -> HardwareSpec:

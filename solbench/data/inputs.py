@@ -76,6 +76,10 @@ def _seed_for(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
 
+# fp4 pairs: any byte is two finite e2m1 values; e8m0 scales: exponents 2^-8 .. 2^7 (no NaN byte 255).
+_RANDOM_BYTE_DTYPES = {"float4_e2m1fn_x2": (0, 256), "float8_e8m0fnu": (119, 135)}
+
+
 def default_tensor(shape: tuple[int, ...], dtype_name: str, seed: int, device: str) -> Any:
     import torch
 
@@ -84,6 +88,9 @@ def default_tensor(shape: tuple[int, ...], dtype_name: str, seed: int, device: s
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     dt = torch_dtype(dtype_name)
+    if dtype_name in _RANDOM_BYTE_DTYPES:  # no arithmetic in torch: random bytes, viewed
+        low, high = _RANDOM_BYTE_DTYPES[dtype_name]
+        return torch.randint(low, high, shape, generator=g, device=device, dtype=torch.uint8).view(dt)
     if dtype_name.startswith("float8"):
         return torch.randn(shape, generator=g, device=device, dtype=torch.float32).to(dt)
     if dt.is_floating_point:
@@ -100,12 +107,20 @@ def make_inputs(
     seed: int,
     device: str = "cpu",
     generator_fn: Callable[..., dict] | None = None,
+    scalars: dict[str, Any] | None = None,
+    placeholders: bool = False,
 ) -> dict[str, Any]:
-    """All inputs of a workload, in run() order. Deterministic in (problem, axes, seed, device)."""
+    """All inputs of a workload, in run() order. Deterministic in (problem, axes, seed, device).
+
+    ``scalars``: the workload's values of scalar inputs (``Problem.scalars_for``), else the declared ones.
+    ``placeholders``: inputs the generator does not make are ``meta`` tensors (shape and dtype, no
+    values, nothing allocated): what a cost hook sees in ``sol`` and ``list``.
+    """
     import torch
 
     from solbench.data.dtypes import torch_dtype
 
+    scalars = scalars or {}
     custom: dict[str, Any] = {}
     fn = generator_fn if generator_fn is not None else load_generator(problem)
     if fn is not None:
@@ -129,7 +144,9 @@ def make_inputs(
                 val = val.to(device).contiguous()
             out[name] = val
         elif shape is None:
-            out[name] = spec.value
+            out[name] = scalars.get(name, spec.value)
+        elif placeholders:
+            out[name] = torch.empty(shape, dtype=torch_dtype(spec.dtype), device="meta")
         else:
             out[name] = default_tensor(shape, spec.dtype, _seed_for(seed, name), device)
     return out

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from solbench.data.problem import Problem, find_problems, load_problem
-from solbench.errors import ProblemError
+from solbench.errors import ProblemError, did_you_mean
 
 _SHIPPED = Path(__file__).resolve().parent.parent / "_shipped"
 SHIPPED_PROBLEMS = (_SHIPPED / "problems").resolve()
@@ -57,7 +57,9 @@ def resolve_problem(arg: str | Path, problems_dir: str | Path | None = None) -> 
             continue
         if prob.name == str(arg):
             return prob
-    raise ProblemError([f"problem {str(arg)!r} not found: give a path to a problem.yaml or a name from `solbench list`"])
+    hint = did_you_mean(arg, [_folder_name(f) for f in files])
+    raise ProblemError([f"problem {str(arg)!r} not found{hint}: give a path to a problem.yaml or a name from "
+                        "`solbench list`"])
 
 
 def library_tags(names: tuple[str, ...], problems_dir: str | Path | None = None) -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from solbench.data import expr as _expr
 from solbench.data.dtypes import DTYPES, ITEMSIZE, PEAK_KEYS
 from solbench.data.yamlio import checked_model, read_yaml_file
-from solbench.errors import ExpressionError, ProblemError
+from solbench.errors import ExpressionError, ProblemError, did_you_mean
 
 Scalar = int | float | bool
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
@@ -66,26 +66,35 @@ class TensorSpec(_Strict):
         return v
 
 
+MISMATCH_WITHOUT_REASON = 0.01
+"""The largest ``max_mismatch_ratio`` a problem may declare without a ``mismatch_reason``."""
+
+
 class Tolerance(_Strict):
     """Elementwise check ``|out - ref| <= atol + rtol * |ref|``."""
 
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
     max_mismatch_ratio: float = Field(
-        default=0.0, ge=0, le=0.01,
-        description="fraction of elements allowed outside the bound (low-precision problems only)",
+        default=0.0, ge=0, le=0.5,
+        description="fraction of elements allowed outside the bound (low-precision problems only); "
+                    "above 0.01 it needs a mismatch_reason",
     )
+    mismatch_reason: str = Field(default="", description="why more than 1% of elements may miss the bound")
 
 
 class ToleranceOverride(_Strict):
     atol: float | None = Field(default=None, ge=0)
     rtol: float | None = Field(default=None, ge=0)
-    max_mismatch_ratio: float | None = Field(default=None, ge=0, le=0.01)
+    max_mismatch_ratio: float | None = Field(default=None, ge=0, le=0.5)
+    mismatch_reason: str | None = None
 
 
 class Workload(_Strict):
     name: str
     axes: dict[str, int] = Field(default_factory=dict)
+    inputs: dict[str, Scalar] = Field(
+        default_factory=dict, description="this workload's values of scalar inputs (shape null), by name")
     tolerance: ToleranceOverride | None = None
     description: str = ""
 
@@ -112,8 +121,17 @@ class Problem(_Strict):
         default=None,
         description="file.py:function returning some or all inputs; the rest are random normal",
     )
-    flops: str | int | float
-    bytes: str | int | float
+    flops: str | int | float | None = Field(default=None, description="expression over axes, or 'auto'; "
+                                                                     "omitted when `cost` is given")
+    bytes: str | int | float | None = Field(default=None, description="expression over axes, or 'auto'; "
+                                                                     "omitted when `cost` is given")
+    cost: str | None = Field(
+        default=None,
+        description="file.py:function, cost(axes, inputs) -> {'flops': int, 'bytes': int} on a workload's actual "
+                    "inputs (data-dependent work: paged or ragged attention, MoE routing); replaces flops and bytes",
+    )
+    constraints: list[str] = Field(default_factory=list, description="relations between axes that every "
+                                                                      "workload must satisfy, e.g. 'P >= B * 2'")
     compute_dtype: str
     tolerance: Tolerance
     workloads: list[Workload] = Field(min_length=1)
@@ -156,6 +174,14 @@ class Problem(_Strict):
     def generator_function(self) -> str | None:
         return self._split_ref(self.input_generator)[1] if self.input_generator else None
 
+    @property
+    def cost_file(self) -> Path | None:
+        return self._split_ref(self.cost)[0] if self.cost else None
+
+    @property
+    def cost_function(self) -> str | None:
+        return self._split_ref(self.cost)[1] if self.cost else None
+
     # --- shapes and sizes ------------------------------------------------------------------
     @cached_property
     def var_axes(self) -> list[str]:
@@ -165,8 +191,9 @@ class Problem(_Strict):
         for w in self.workloads:
             if w.name == name:
                 return w
-        known = ", ".join(w.name for w in self.workloads)
-        raise ProblemError([f"{self.name}: no workload {name!r} (workloads: {known})"])
+        names = [w.name for w in self.workloads]
+        raise ProblemError([f"{self.name}: no workload {name!r}{did_you_mean(name, names)} (workloads: "
+                            f"{', '.join(names)})"])
 
     def resolve_axes(self, values: dict[str, int] | Workload, overrides: dict[str, int] | None = None) -> dict[str, int]:
         """All axis values (const, var, expr) for a workload or a dict of var values.
@@ -217,17 +244,37 @@ class Problem(_Strict):
                 total += math.prod(shp) * ITEMSIZE[spec.dtype]
         return total
 
+    def scalars_for(self, workload: Workload | str | None) -> dict[str, Scalar]:
+        """Every scalar input's value for a workload: the workload's own, else the declared one."""
+        w = self.workload(workload) if isinstance(workload, str) else workload
+        own = w.inputs if w is not None else {}
+        return {n: own.get(n, t.value) for n, t in self.inputs.items() if t.shape is None}  # type: ignore[misc]
+
+    def work_for(self, axes: dict[str, int], workload: Workload | str | None = None) -> tuple[int, int]:
+        """(FLOPs, bytes) of a workload: from the cost hook on its seed-0 inputs when the problem has one
+        (:func:`solbench.data.cost.workload_cost`), else from the formulas."""
+        if self.cost is not None:
+            from solbench.data.cost import workload_cost
+
+            c = workload_cost(self, axes, self.scalars_for(workload))
+            return c.flops, c.bytes
+        return self.flops_for(axes), self.bytes_for(axes)
+
     def bytes_for(self, axes: dict[str, int]) -> int:
+        if self.cost is not None:
+            return self.work_for(axes)[1]
         if self.bytes == "auto":
             return self.auto_bytes(axes)
-        return int(_expr.evaluate(self.bytes, axes))
+        return int(_expr.evaluate(self.bytes, axes))  # type: ignore[arg-type]
 
     def flops_for(self, axes: dict[str, int]) -> int:
+        if self.cost is not None:
+            return self.work_for(axes)[0]
         if self.flops == "auto":
             from solbench.data.flopcount import count_reference_flops
 
             return count_reference_flops(self, axes)
-        return int(_expr.evaluate(self.flops, axes))
+        return int(_expr.evaluate(self.flops, axes))  # type: ignore[arg-type]
 
     def tolerance_for(self, workload: Workload | str) -> Tolerance:
         w = self.workload(workload) if isinstance(workload, str) else workload
@@ -267,9 +314,19 @@ def _as_size(value: float, what: str) -> int:
 
 def _check_semantics(p: Problem) -> list[str]:
     """Checks that need more than one field. Returns 'key: reason' lines."""
-    errs = [line for check in _FORM_CHECKS for line in check(p)]
-    # Shapes and formulas are evaluated only once everything is well-formed.
-    return errs or _check_evaluation(p)
+    errs = _check_form(p)
+    # Shapes and formulas are evaluated once what they read is well-formed (a bad name or reference does not stop it).
+    return errs + (_check_evaluation(p) if all(line.startswith(_BESIDE_EVALUATION) for line in errs) else [])
+
+
+def _check_form(p: Problem) -> list[str]:
+    """The well-formedness rules alone (what can still run on a file with schema errors)."""
+    return [line for check in _FORM_CHECKS for line in check(p)]
+
+
+# Keys whose errors leave the evaluation of axes, shapes and formulas meaningful.
+_BESIDE_EVALUATION = ("name:", "tags", "description", "tolerance", "reference:", "input_generator:", "cost:",
+                      "compute_dtype:")
 
 
 def _unknown_names(where: str, text: str | int | float, known: set[str],
@@ -393,9 +450,44 @@ def _check_compute_dtype(p: Problem) -> list[str]:
 
 
 def _check_formulas(p: Problem) -> list[str]:
-    """``flops`` and ``bytes``: 'auto' or an expression over the axes."""
-    return [line for key in ("flops", "bytes") if getattr(p, key) != "auto"
-            for line in _unknown_names(key, getattr(p, key), set(p.axes))]
+    """``flops`` and ``bytes``: 'auto' or an expression over the axes; or neither, with a ``cost`` hook."""
+    if p.cost is not None:
+        given = [key for key in ("flops", "bytes") if getattr(p, key) is not None]
+        return [f"{key}: the cost hook replaces flops and bytes; remove {key}" for key in given]
+    missing = [f"{key}: required (an expression over axes, or 'auto'), unless a cost hook is given"
+               for key in ("flops", "bytes") if getattr(p, key) is None]
+    return missing or [line for key in ("flops", "bytes") if getattr(p, key) != "auto"
+                       for line in _unknown_names(key, getattr(p, key), set(p.axes))]
+
+
+def _check_constraints(p: Problem) -> list[str]:
+    errs = []
+    for i, text in enumerate(p.constraints):
+        try:
+            unknown = _expr.relation_names(text) - set(p.axes)
+        except ExpressionError as e:
+            errs.append(f"constraints[{i}]: {e}")
+            continue
+        if unknown:
+            errs.append(f"constraints[{i}]: unknown axes {sorted(unknown)} (declare them under axes)")
+    return errs
+
+
+def _check_tolerances(p: Problem) -> list[str]:
+    """A mismatch allowance above 1% says why (the workload's own reason, or the problem's)."""
+    errs = _mismatch_errors("tolerance", p.tolerance.max_mismatch_ratio, p.tolerance.mismatch_reason)
+    for i, w in enumerate(p.workloads):
+        if w.tolerance is not None and w.tolerance.max_mismatch_ratio is not None:
+            reason = w.tolerance.mismatch_reason or p.tolerance.mismatch_reason
+            errs += _mismatch_errors(f"{_workload_where(i, w)}.tolerance", w.tolerance.max_mismatch_ratio, reason)
+    return errs
+
+
+def _mismatch_errors(where: str, ratio: float, reason: str) -> list[str]:
+    if ratio > MISMATCH_WITHOUT_REASON and not reason.strip():
+        return [f"{where}.max_mismatch_ratio: {ratio:g} is above {MISMATCH_WITHOUT_REASON:g}; "
+                "say why in mismatch_reason"]
+    return []
 
 
 def _check_workloads(p: Problem) -> list[str]:
@@ -410,7 +502,32 @@ def _check_workloads(p: Problem) -> list[str]:
             errs.append(f"{where}.name: duplicate workload name")
         seen.add(w.name)
         errs.extend(_check_workload_axes(p, where, w))
+        errs.extend(_check_workload_scalars(p, where, w))
     return errs
+
+
+def _check_workload_scalars(p: Problem, where: str, w: Workload) -> list[str]:
+    errs = []
+    for name, value in w.inputs.items():
+        spec = p.inputs.get(name)
+        if spec is None or spec.shape is not None:
+            errs.append(f"{where}.inputs.{name}: not a scalar input (shape null); workloads set scalar values only")
+        elif _scalar_kind_error(spec.dtype, value):
+            errs.append(f"{where}.inputs.{name}: {_scalar_kind_error(spec.dtype, value)}")
+    return errs
+
+
+def _scalar_kind_error(dtype: str, value: Scalar) -> str | None:
+    """Why ``value`` cannot be a scalar of ``dtype`` (an int dtype takes integers, bool takes booleans)."""
+    if dtype == "bool":
+        return None if isinstance(value, bool) else f"{_value_text(value)} is not a boolean (dtype bool)"
+    if isinstance(value, bool):
+        return f"{value!r} is a boolean, not a number of dtype {dtype}"
+    if dtype.startswith(("int", "uint")) and not isinstance(value, int):
+        return f"{_value_text(value)} is not an integer (dtype {dtype})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    return None
 
 
 def _check_workload_axes(p: Problem, where: str, w: Workload) -> list[str]:
@@ -426,14 +543,15 @@ def _check_workload_axes(p: Problem, where: str, w: Workload) -> list[str]:
 
 
 def _check_references(p: Problem) -> list[str]:
-    return [line for key, ref in (("reference", p.reference), ("input_generator", p.input_generator))
-            if ref is not None for line in _check_reference(p, key, ref)]
+    refs = (("reference", p.reference), ("input_generator", p.input_generator), ("cost", p.cost))
+    return [line for key, ref in refs if ref is not None for line in _check_reference(p, key, ref)]
 
 
 # The well-formedness rules, in the order their errors are reported.
 _FORM_CHECKS: tuple[Callable[[Problem], list[str]], ...] = (
     _check_name, _check_axes, _check_test_axes, _check_unique_tensor_names, _check_tensors,
-    _check_compute_dtype, _check_formulas, _check_workloads, _check_references,
+    _check_compute_dtype, _check_formulas, _check_constraints, _check_tolerances, _check_workloads,
+    _check_references,
 )
 
 
@@ -443,8 +561,29 @@ def _workload_where(i: int, w: Workload) -> str:
 
 def _check_evaluation(p: Problem) -> list[str]:
     """Every workload's axes, shapes and formulas evaluate (sizes positive and below 2^63, flops and bytes
-    not negative), and its tensors could exist (:data:`MAX_TENSOR_BYTES`)."""
-    return [line for i, w in enumerate(p.workloads) for line in _evaluate_workload(p, _workload_where(i, w), w)]
+    not negative), its axes meet the constraints, and its tensors could exist (:data:`MAX_TENSOR_BYTES`).
+    The test axes meet the constraints too."""
+    errs = [line for i, w in enumerate(p.workloads) for line in _evaluate_workload(p, _workload_where(i, w), w)]
+    if errs or not p.test_axes:
+        return errs
+    try:
+        return [f"test_axes: {e}" for e in _constraint_errors(p, p.test_axes_resolved())]
+    except (ExpressionError, ProblemError) as e:
+        return [f"test_axes: {e}"]
+
+
+def _constraint_errors(p: Problem, env: dict[str, int]) -> list[str]:
+    errs = []
+    for i, text in enumerate(p.constraints):
+        try:
+            holds = _expr.holds(text, env)
+        except ExpressionError as e:
+            errs.append(f"constraints[{i}]: {e}")
+            continue
+        if not holds:
+            values = ", ".join(f"{n}={env[n]}" for n in sorted(_expr.relation_names(text)))
+            errs.append(f"constraints[{i}]: {text!r} does not hold ({values})")
+    return errs
 
 
 def _evaluate_workload(p: Problem, where: str, w: Workload) -> list[str]:
@@ -454,6 +593,7 @@ def _evaluate_workload(p: Problem, where: str, w: Workload) -> list[str]:
     except (ExpressionError, ProblemError) as e:
         errs, env = [str(e)], None
     if env is not None:
+        errs += _constraint_errors(p, env)
         errs += [line for key in ("flops", "bytes") for line in _formula_errors(p, key, env)]
     return [f"{where}: {e}" for e in errs]
 
@@ -461,7 +601,7 @@ def _evaluate_workload(p: Problem, where: str, w: Workload) -> list[str]:
 def _formula_errors(p: Problem, key: str, env: dict[str, int]) -> list[str]:
     formula = getattr(p, key)
     try:
-        negative = formula != "auto" and _expr.evaluate(formula, env) < 0
+        negative = formula not in ("auto", None) and _expr.evaluate(formula, env) < 0
     except ExpressionError as e:
         return [f"{key}: {e}"]
     return [f"{key} is negative"] if negative else []
@@ -547,7 +687,7 @@ def _check_reference(p: Problem, key: str, ref: str) -> list[str]:
 
 def problem_from_dict(data: dict[str, Any], path: Path | None = None) -> Problem:
     """Build and fully check a problem from a mapping. Raises ProblemError with 'file: key: why' lines."""
-    return checked_model(Problem, data, path, "problem", ProblemError, _check_semantics)
+    return checked_model(Problem, data, path, "problem", ProblemError, _check_semantics, _check_form)
 
 
 def load_problem(path: str | Path) -> Problem:

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from solbench.data.profile import Profile
+
 RECORD_VERSION = 1
 
 
@@ -58,6 +60,17 @@ class ResultRecord(BaseModel):
     t_memory_s: float | None = None
     achieved_flops_per_s: float | None = None
     achieved_bytes_per_s: float | None = None
+    t_floor_s: float | None = Field(default=None, description="launch floor of the timing method: the least "
+                                    "time an empty call reads (attainable SOL = max(t_ideal_s, t_floor_s) / time_s)")
+    t_floor_basis: str | None = Field(default=None, description="where t_floor_s comes from (spec key or default)")
+    cost: dict[str, Any] | None = Field(default=None, description="when the problem's cost hook gave flops and "
+                                        "bytes: their mean over the timing sets, and the spread (source, hook, sets, "
+                                        "flops_min/max, bytes_min/max); null for formulas")
+    git: dict[str, Any] | None = Field(default=None, description="the candidate's git repository: commit, dirty, "
+                                       "commit time; null outside a repository")
+    device_index: int | None = Field(default=None, description="the GPU's index on its host, from an executor of "
+                                     "`solbench run --gpus/--jobs/--cluster` (null: a plain run)")
+    host: str | None = Field(default=None, description="the host of that executor")
     reason: str | None = Field(default=None, description="one line: why it did not pass")
     flags: list[str] = Field(default_factory=list, description="e.g. 'power_throttled', 'cupti_mismatch'")
     tags: list[str] = Field(default_factory=list)
@@ -66,6 +79,8 @@ class ResultRecord(BaseModel):
     telemetry: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
     log: str = ""
+    profile: Profile | None = Field(default=None, description="Nsight Compute counters of one call, per kernel "
+                                                              "and summed (`solbench profile`; docs/profiling.md)")
 
     @model_validator(mode="after")
     def _null_unless_passed(self) -> ResultRecord:

@@ -1,7 +1,7 @@
 """The results store: JSON lines, appended under a file lock, read back tolerantly.
 
-Writers take an exclusive lock (filelock) and append whole lines with one write + fsync, so
-concurrent runs lose nothing and a kill mid-run leaves every earlier line readable. A torn last
+Writers take an exclusive lock on the results file itself (``flock`` on its descriptor: no lock file
+is left beside it) and append whole lines with one write + fsync, so concurrent runs lose nothing and a kill mid-run leaves every earlier line readable. A torn last
 line (a writer killed mid-write) is skipped by readers with a warning, and the next writer
 starts on a fresh line.
 
@@ -15,23 +15,19 @@ one of more than 4300 digits, and pandas one beyond a double). Whether the numbe
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from pydantic import ValidationError
 
 from solbench.data.record import ResultRecord
 
 MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
 _INT_RANGE = (-(2**63), 2**64)
-
-
-def _lock_for(path: Path) -> FileLock:
-    return FileLock(str(path) + ".lock", timeout=60)
 
 
 def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, Any]]) -> int:
@@ -46,20 +42,20 @@ def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, 
             lines.append(json.dumps(r, default=str) + "\n")
     if not lines:
         return 0
-    with _lock_for(path):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            prefix = ""
-            if size:
-                with open(path, "rb") as fh:
-                    fh.seek(size - 1)
-                    if fh.read(1) != b"\n":
-                        prefix = "\n"  # a torn line from a killed writer: start clean
-            os.write(fd, (prefix + "".join(lines)).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor is closed
+        size = os.fstat(fd).st_size
+        prefix = ""
+        if size:
+            with open(path, "rb") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    prefix = "\n"  # a torn line from a killed writer: start clean
+        os.write(fd, (prefix + "".join(lines)).encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return len(lines)
 
 

@@ -9,9 +9,12 @@ Axis binding. Problems name their size axes by convention, and a scenario gives 
 
 - ``T``: tokens processed (decode: one per sequence, so ``T = batch``).
 - ``B``: sequences. An op with no ``S`` axis that still has ``B`` is a per-token op over sequences
-  (the KV-cache append); in a prefill it runs once per token, so it gets ``B = tokens``.
+  (the KV-cache append); in a prefill it runs once per token, so it gets ``B = tokens``, and its
+  ``L`` is one page of a paged cache (``PAGE_SLOTS``, as vLLM's blocks): each token writes one slot
+  of its own block, and no cache of ``tokens x prompt`` slots is allocated to measure it.
 - ``S``: prompt length per sequence (prefill only).
-- ``L``: KV positions per sequence: the context at decode, the prompt length at prefill.
+- ``L``: KV positions per sequence: the context at decode, the prompt length at prefill (a
+  per-token op's page at prefill).
 
 A problem tagged ``decode`` and not ``prefill`` joins decode scenarios only (and vice versa);
 problems with neither tag, or both, join both.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from solbench.data.problem import Problem, find_problems, load_problem
+from solbench.data.problem import Problem, Workload, find_problems, load_problem
 from solbench.data.roofline import point
 from solbench.errors import SolbenchError
 from solbench.units import si
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 Phase = Literal["decode", "prefill"]
 LAYER_TAG = "decoder-layer"
+PAGE_SLOTS = 16  # slots per cache block of a per-token op at prefill (vLLM's default block size)
 COLUMNS = ["op", "problem", "runs_per_layer", "flops", "bytes", "arithmetic_intensity", "t_ideal_s", "bound",
            "time_share"]
 
@@ -68,13 +72,19 @@ class Scenario:
             "T": self.tokens,
             "B": self.tokens if per_token_rows else self.batch,
             "S": seq,
-            "L": self.context if self.phase == "decode" else seq,
+            "L": self.context if self.phase == "decode" else (PAGE_SLOTS if per_token_rows else seq),
         }
         unknown = [a for a in problem.var_axes if a not in known]
         if unknown:
             raise RollupError(f"{problem.name}: the roll-up cannot bind var axes {unknown} (it binds "
                               f"{', '.join(known)}); rename them or leave the problem out of the '{LAYER_TAG}' tag")
         return {a: known[a] for a in problem.var_axes}
+
+
+def workload_at(problem: Problem, sc: Scenario) -> Workload | None:
+    """The problem's workload at the scenario (same resolved axes), or None when it has none."""
+    wanted = problem.resolve_axes(sc.axes_for(problem))
+    return next((w for w in problem.workloads if problem.resolve_axes(w) == wanted), None)
 
 
 def scenario(tokens: int, phase: Phase = "prefill", batch: int | None = None, context: int | None = None) -> Scenario:

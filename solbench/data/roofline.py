@@ -6,8 +6,8 @@ SOL = T_ideal / T_actual (1.0 = at the roofline).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from solbench.data.hardware import HardwareSpec
@@ -89,6 +89,8 @@ class RooflinePoint:
     peak_flops: float
     memory_bandwidth: float
     ridge_point: float
+    # Where FLOPs and bytes came from when a cost hook computed them on timed inputs (solbench.data.cost).
+    cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -124,7 +126,19 @@ def workload_point(problem: Problem, workload: Workload | str, spec: HardwareSpe
     """Roofline numbers for one workload of a problem on a spec (``axes``: already resolved, saves a pass)."""
     w = problem.workload(workload) if isinstance(workload, str) else workload
     axes = axes if axes is not None else problem.resolve_axes(w)
-    return point(problem.flops_for(axes), problem.bytes_for(axes), problem.compute_dtype, spec, w.name)
+    return point(*problem.work_for(axes, w), problem.compute_dtype, spec, w.name)
+
+
+def timed_point(problem: Problem, workload: Workload, spec: HardwareSpec, axes: dict[str, int],
+                input_sets: list[dict[str, Any]]) -> RooflinePoint:
+    """The roofline of the inputs a run timed: a cost hook's mean over the timing sets (with its spread in
+    ``cost``), or the formulas when the problem has no hook."""
+    if problem.cost is None:
+        return workload_point(problem, workload, spec, axes)
+    from solbench.data.cost import timed_cost
+
+    mean, summary = timed_cost(problem, axes, input_sets)
+    return replace(point(mean.flops, mean.bytes, problem.compute_dtype, spec, workload.name), cost=summary)
 
 
 def problem_points(problem: Problem, spec: HardwareSpec) -> list[RooflinePoint]:

@@ -58,13 +58,18 @@ def validate_paths(paths: list[str | Path], deep: bool = False) -> tuple[int, li
 
 
 def deep_check(problem, rel_tol: float = 0.01) -> list[str]:  # noqa: ANN001
-    """Checks that run the reference: FLOPs formula vs FlopCounterMode on meta tensors.
+    """Checks that run the reference: FLOPs formula vs FlopCounterMode on meta tensors (a cost hook:
+    :func:`solbench.data.cost.check_cost_hook`).
 
     Only reported where FlopCounterMode counts something (matmul, conv, SDPA problems), since it
     counts elementwise work as 0; a problem tagged ``causal`` may be counted at up to 2x.
     """
     from solbench.data.flopcount import count_reference_flops
 
+    if problem.cost is not None:
+        from solbench.data.cost import check_cost_hook
+
+        return check_cost_hook(problem, rel_tol)
     errs = []
     label = problem.path or problem.name
     if problem.flops == "auto":

@@ -182,21 +182,87 @@ def read_yaml_file(path: Path, error: Callable[[list[str]], Exception]) -> dict[
 
 
 def checked_model(model: type[Model], data: dict[str, Any], path: Path | None, schema: str,
-                  error: Callable[[list[str]], Exception], checks: Callable[[Model], list[str]]) -> Model:
+                  error: Callable[[list[str]], Exception], checks: Callable[[Model], list[str]],
+                  partial_checks: Callable[[Model], list[str]] | None = None) -> Model:
     """``data`` validated as ``model`` (loaded from ``path``), then ``checks``; failures raise ``error``.
 
-    ``error`` gets 'file: key: why' lines: pydantic's, worded for YAML authors, else those of ``checks``.
+    ``error`` gets 'file: key: why' lines: pydantic's, worded for YAML authors, then those of
+    ``partial_checks`` run on the data without the keys pydantic refused (see :func:`_checks_without`);
+    or, when the schema holds, those of ``checks``.
     """
     label = str(path) if path else f"<{schema}>"
     try:
         obj = model.model_validate(data)
     except ValidationError as err:
-        raise error([_one_line(f"{label}: {line}") for line in validation_lines(err, schema)]) from None
+        # Every error at once: the schema's, then those the checks still find in what is left valid.
+        lines = validation_lines(err, schema) + _checks_without(model, data, err, path, partial_checks)
+        raise error([_one_line(f"{label}: {line}") for line in lines]) from None
     obj._path = path.resolve() if path else None  # a private attribute of problems and specs: checks read it
     errs = checks(obj)
     if errs:
         raise error([_one_line(f"{label}: {line}") for line in errs])
     return obj
+
+
+MAX_PRUNE_ROUNDS = 8
+
+
+def _prune(data: Any, loc: tuple) -> tuple | None:
+    """Remove the deepest value of ``data`` on the path ``loc``; return the path removed (None: the root)."""
+    parent, key, node, path = None, None, data, ()
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            parent, key, node, path = node, part, node[part], (*path, part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parent, key, node, path = node, part, node[part], (*path, part)
+        else:
+            break  # a union's branch name, or a key that is missing: the value to remove is this one
+    if parent is None:
+        return None
+    del parent[key]
+    return path
+
+
+def _checks_without(model: type[Model], data: dict[str, Any], err: ValidationError, path: Path | None,
+                    checks: Callable[[Model], list[str]] | None) -> list[str]:
+    """The lines of ``checks`` on ``data`` less every value the schema refused, where what is left is
+    valid; a line that names a removed key or name is left out (it would only echo a schema error)."""
+    if checks is None:
+        return []
+    import copy
+
+    trimmed, removed = copy.deepcopy(data), []
+    for _ in range(MAX_PRUNE_ROUNDS):
+        for e in sorted(err.errors(), key=lambda e: [str(p) for p in e["loc"]], reverse=True):
+            loc = tuple(e["loc"])
+            if e["type"] == "missing":  # a required key gone: the value that holds it goes
+                loc = loc[:-1]
+            gone = _prune(trimmed, loc)
+            if gone is None:
+                return []  # the top level itself is wrong: nothing left to check
+            removed.append(gone)
+        try:
+            obj = model.model_validate(trimmed)
+            break
+        except ValidationError as again:
+            err = again
+    else:
+        return []
+    obj._path = path.resolve() if path else None
+    return [line for line in checks(obj) if not _mentions(line, removed)]
+
+
+def _mentions(line: str, removed: list[tuple]) -> bool:
+    """Whether an error line is about a removed value: its key lies under one, or it names one."""
+    key = re.sub(r"\[(\d+)\]", r".\1", line.split(": ", 1)[0].split(" ", 1)[0])
+    for gone in removed:
+        # Up to a list index: removing a list's item renumbers the rest, so every line under the list goes.
+        cut = next((i for i, p in enumerate(gone) if isinstance(p, int)), len(gone))
+        prefix = ".".join(map(str, gone[:min(2, cut)]))
+        names = {str(p) for p in gone[1:2] if isinstance(p, str)}
+        if key == prefix or key.startswith(prefix + ".") or any(re.search(rf"\b{re.escape(n)}\b", line) for n in names):
+            return True
+    return False
 
 
 def _one_line(line: str) -> str:

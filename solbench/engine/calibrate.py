@@ -12,6 +12,11 @@ and read (writes of constant data may be compressed, so they only appear in ``me
 ``measured:`` says how, when, on what and with which versions; ``based_on`` names the datasheet
 spec of this GPU. Scores against it are labelled ``roof: measured`` and never mixed with
 datasheet scores.
+
+The launch floor (``launch_floor_s``): the median time solbench's own timer (``solbench.timing``,
+the same configuration a run uses) reads for a call that launches a one-element fill, torch's
+smallest kernel, in events and graph mode on CUDA, in cpu mode on the CPU. No kernel time read
+through that timer goes below it, so SOL is also shown against max(T_ideal, floor).
 """
 
 from __future__ import annotations
@@ -169,17 +174,50 @@ def measure_cuda(quick: bool = False, sustained_s: float | None = None, log: Cal
     for k, v in bw.items():
         log(f"  HBM {k:10s} burst {v['burst'] / 1e12:8.3f} TB/s")
     torch.cuda.empty_cache()
+    floor = measure_launch_floor("cuda", quick, log)
     props = torch.cuda.get_device_properties(0)
     return {
         "device": torch.cuda.get_device_name(0),
         "device_type": "cuda",
         "gemm": gemm, "gemm_skipped": skipped, "gemm_n": n, "sustained_s": sustained_s,
-        "bandwidth": bw, "buffer_bytes": nbytes,
+        "bandwidth": bw, "buffer_bytes": nbytes, "launch_floor": floor,
         "sm_count": int(props.multi_processor_count),
         "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0) or None,
         "memory_bytes": float(props.total_memory),
         "boost_clock_mhz": nvml_max_sm_mhz(0),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch floor
+
+def _fill_one(buf: Any) -> None:
+    """The empty call: one element written by torch's smallest kernel (a fill), nothing returned."""
+    buf.zero_()
+
+
+def measure_launch_floor(device: str, quick: bool, log: Callable[[str], None] = print) -> dict[str, dict]:
+    """Per timing method, what the harness's timer reads for the empty call: median, min, samples."""
+    import torch
+
+    from solbench.timing import TimingConfig, run_plan, timing_plan
+
+    sets = [(torch.zeros(1, dtype=torch.int32, device=device),) for _ in range(4)]
+    out: dict[str, dict] = {}
+    for method in ("events", "graph") if device == "cuda" else ("cpu",):
+        config = TimingConfig(device=device, method=method, budget_s=0.3 if quick else 1.0,
+                              warmup_s=0.02 if quick else 0.1)
+        try:
+            result, _ = run_plan(timing_plan(sets, config), _fill_one)
+        except Exception as err:  # noqa: BLE001 - reported in the spec; the default floor then applies
+            out[method] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
+            log(f"  launch floor {method:6s} skipped ({out[method]['error']})")
+            continue
+        out[method] = {"median_s": result.median_s, "min_s": result.min_s, "n": result.n,
+                       "timer": (result.cupti or {}).get("timer", result.method), "flags": list(result.flags)}
+        log(f"  launch floor {method:6s} {result.median_s * 1e6:8.2f} us (median of {result.n}, min "
+            f"{result.min_s * 1e6:.2f} us)")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +288,10 @@ def measure_cpu(quick: bool = False, log: Callable[[str], None] = print) -> dict
           "read": {"burst": float(nbytes) / _cpu_best_threads(lambda: src.sum(), budget)[0]}}
     for k, v in bw.items():
         log(f"  memory {k:6s} {v['burst'] / 1e9:9.2f} GB/s")
+    floor = measure_launch_floor("cpu", quick, log)
     return {
         "device": _cpu_name(), "device_type": "cpu", "gemm": gemm, "gemm_skipped": skipped, "gemm_n": n,
-        "bandwidth": bw, "buffer_bytes": nbytes, "threads": torch.get_num_threads(),
+        "bandwidth": bw, "buffer_bytes": nbytes, "threads": torch.get_num_threads(), "launch_floor": floor,
         "memory_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
     }
 
@@ -297,6 +336,9 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
     for key in ("sustained_s", "threads"):
         if key in m:
             measured[key] = m[key]
+    floors = {k: v["median_s"] for k, v in m.get("launch_floor", {}).items() if "median_s" in v}
+    if m.get("launch_floor"):
+        measured["launch_floor"] = m["launch_floor"]
     if m["device_type"] == "cuda":
         measured["nvml_after"] = {k: v.get("nvml_after") for k, v in m["gemm"].items()}
     spec = {
@@ -309,6 +351,7 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
         "memory_bandwidth": float(bw),
         "peak_flops": {k: float(v) for k, v in peaks.items()},
         "accumulate": {k: accumulate[k] for k in peaks if k in accumulate},
+        "launch_floor_s": floors,
         "measured": measured,
         "based_on": based_on,
         "notes": ("peak_flops are burst numbers; see measured.sustained_peak_flops for the power-capped rates"

@@ -94,8 +94,9 @@ def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[.
 
 
 def make_case(problem: Problem, axes: dict[str, int], seed: int, device: str, ref_fn: Callable[..., Any],
-              gen_fn: Callable[..., dict] | None) -> Case:
-    inputs = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn)
+              gen_fn: Callable[..., dict] | None, scalars: dict[str, Any] | None = None) -> Case:
+    """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs)."""
+    inputs = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
     return Case(seed, inputs, reference_outputs(problem, axes, ref_fn, inputs))
 
 
@@ -137,18 +138,19 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
     """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs."""
     axes = axes if axes is not None else problem.resolve_axes(workload)
     check_fits(problem, workload, axes, rounds, device)
+    scalars = problem.scalars_for(workload)
     cases = WorkloadCases(problem, workload, axes, problem.tolerance_for(workload), reference=ref_fn, generator=gen_fn,
                           device=device, verify_seed=derive_seed(base_seed, problem.name, workload.name, "verify", 0))
     try:
         for r in range(rounds):
             seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
-            cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+            cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
         first = cases.rounds[0] if cases.rounds else None
         n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
                                   available_memory(device), first.tensor_bytes() if first else None)
         for i in range(n_sets):
             seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
-            cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn))
+            cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
     except (MemoryError, RuntimeError) as err:
         if not _out_of_memory(err):
             raise

@@ -10,6 +10,7 @@ from importlib import metadata
 from typing import Any
 
 from solbench._version import __version__
+from solbench.data.cpu_estimate import cpu_count, cpu_model
 
 _PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-ml-py", "numpy")
 
@@ -23,24 +24,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def cuda_device_info(index: int = 0) -> dict[str, Any]:

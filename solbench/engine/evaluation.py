@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from solbench.data.inputs import make_inputs
 from solbench.data.record import Status
-from solbench.engine.cases import Case, WorkloadCases, message_bytes
+from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
@@ -55,6 +56,10 @@ class CandidateSlot:
     guards: bool = True  # off: the worker runs without its guards (RunOptions.guards)
     account: tuple[int, int] | None = None  # (uid, gid) the worker runs as (RunOptions.worker_user), or None
     reads: tuple[str, ...] = ()  # more folders the worker may read (RunOptions.worker_reads)
+    inputs: tuple[str, ...] | None = None  # the problem's input names: run() must take them (checked at load)
+    problem: str = ""
+    launcher: tuple[str, ...] = ()  # a profiler the worker runs under (solbench profile: ncu ...)
+    transport: str = "memfd"  # device or memfd: how its worker's tensors travel (RunOptions.transport, resolved)
     client: WorkerClient | None = None
     state: str = "none"  # none | spawned | loading | ready
     load_failure: Evaluation | None = None
@@ -62,6 +67,7 @@ class CandidateSlot:
     load_sent_at: float = 0.0
     first_call: bool = True  # the next call is the worker's first: it gets the compile timeout
     first_call_timed_out: bool = False  # a first call ran out of the compile timeout: no second one
+    has_setup: bool = False  # the candidate defines setup(...): called once per workload, untimed
     log_start: int = 0
     startup: dict[str, float] = field(default_factory=dict)  # start and load times, for the next record
 
@@ -69,7 +75,7 @@ class CandidateSlot:
         """Start the worker process now; it imports torch while other work goes on."""
         if self.load_failure is None and self.client is None:
             self.client = WorkerClient(self.device, guards=self.guards, account=self.account,
-                                       reads=self._readable())
+                                       reads=self._readable(), launcher=self.launcher, transport=self.transport)
             self.client.spawn()
             self.state, self.first_call, self.log_start = "spawned", not self.first_call_timed_out, 0
 
@@ -83,10 +89,13 @@ class CandidateSlot:
         self.spawn()
         if self.state != "spawned" or self.client is None:
             return
+        waited = time.monotonic()
         self.client.wait_ready(START_TIMEOUT_S)
+        self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
         try:
-            self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device},
-                             compile_timeout_s)
+            self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device,
+                              "inputs": list(self.inputs) if self.inputs is not None else None,
+                              "problem": self.problem}, compile_timeout_s)
         except WorkerFailure as err:
             self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
             return
@@ -106,12 +115,20 @@ class CandidateSlot:
                 return self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
             if reply.get("ok") is not True:
                 return self._load_failed(failure_from_reply(reply, _IMPORT))
-            self.state = "ready"
-            self.startup = {"worker_start_s": self.client.ready_at - self.client.spawned_at,
-                            "load_s": time.monotonic() - self.load_sent_at}
+            self.state, self.has_setup = "ready", reply.get("setup") is True
+            self.startup.update(worker_start_s=self.client.up_at - self.client.spawned_at,
+                                load_s=time.monotonic() - self.load_sent_at)
         else:
             self.log_start = self.client.log_size()
         return None
+
+    def transport_used(self) -> dict[str, str]:
+        """For the record's harness section: the route its tensors took, and why it fell back if it did."""
+        client = self.client
+        used = {"transport": client.transport if client is not None else self.transport}
+        if client is not None and client.transport_note:
+            used["transport_fallback"] = client.transport_note
+        return used
 
     def _load_failed(self, failure: Evaluation) -> Evaluation:
         self.load_failure = failure
@@ -249,6 +266,10 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     clock = time.monotonic()
     first = False
     try:
+        if slot.has_setup:
+            phase = "setup"
+            _add_findings(findings, _run_setup(slot, ctx))
+            deadline, clock = time.monotonic() + ctx.timeout_s, time.monotonic()
         for r, case in enumerate(cases.rounds):
             phase = f"round {r + 1}"
             # The first call of a fresh worker may compile (Triton JIT, load_inline): it gets the
@@ -298,6 +319,23 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                           correctness=correctness, findings=findings)
     correctness["passed"] = True
     return Evaluation(Status.PASSED, None, phase, timing=timing, correctness=correctness, findings=findings)
+
+
+def setup_inputs(cases: WorkloadCases) -> list[Any]:
+    """The setup case: inputs of the workload's shapes from a seed of their own (derived from the
+    secret one), used for no round and no timing set, so whatever setup derives from their values
+    is stale for every call it could be served to."""
+    seed = derive_seed(cases.verify_seed, "setup")
+    return list(make_inputs(cases.problem, cases.axes, seed, device=cases.device, generator_fn=cases.generator).values())
+
+
+def _run_setup(slot: CandidateSlot, ctx: EvaluationContext) -> list[dict[str, Any]]:
+    """The candidate's setup(...), untimed, within the compile timeout (it may compile or autotune)."""
+    clock = time.monotonic()
+    header = {"op": "setup", "inputs": setup_inputs(ctx.cases)}
+    reply = _request(slot, header, ctx.compile_timeout_s, 4096, "setup", _compile_limit(ctx.compile_timeout_s))
+    ctx.harness["setup_s"] = time.monotonic() - clock
+    return _findings(reply) + processes_left(slot)
 
 
 def _findings(reply: dict[str, Any]) -> list[dict[str, Any]]:

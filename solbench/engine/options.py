@@ -75,6 +75,15 @@ class RunOptions(BaseModel):
                                                 "events only, blind to work on other streams")
     guards: bool = Field(True, description="the reward-hacking guards (solbench.guards); off only to measure what "
                                            "they add, never for untrusted code: records are flagged guards-off")
+    transport: str = Field("auto", description="how inputs and outputs move between the parent and a worker: device "
+                                               "(GPU memory shared by CUDA VMM, never through the host), memfd (through "
+                                               "host shared memory; the CPU's route), or auto (device when available)")
+    gpus: str | None = Field(None, description="run on these local GPUs, one executor each: all, or 0,1,... "
+                                               "(items longest first; the driver alone writes the results)")
+    jobs: int = Field(0, description="run on N executors on the CPU (with --device cpu; 0: the plain run)")
+    cluster: str | None = Field(None, description="run on a Ray cluster: ray (a local instance) or "
+                                                  "ray://HOST:PORT; one executor per GPU of the cluster "
+                                                  "(--jobs N executors with --device cpu)")
 
     @model_validator(mode="wrap")
     @classmethod
@@ -108,6 +117,8 @@ class RunOptions(BaseModel):
         if self.cooldown_max_s < 0:
             raise SolbenchError(f"--cooldown {self.cooldown_max_s}: give the most seconds to wait, 0 or more")
         timing_config(self, None).validate()
+        _check_transport(self.transport, self.device)
+        _check_placement(self)
         return self
 
 
@@ -119,6 +130,59 @@ def _check_device(device: str) -> None:
 
         if not torch.cuda.is_available():
             raise SolbenchError("no CUDA device is available here: use --device cpu")
+
+
+_GPUS = re.compile(r"all|\d{1,4}(,\d{1,4})*")
+
+
+def _check_placement(options: RunOptions) -> None:
+    """Where a run's executors go: --gpus, --jobs and --cluster fit the device and each other."""
+    cuda = options.device.startswith("cuda")
+    if options.gpus is not None and not _GPUS.fullmatch(options.gpus):
+        raise SolbenchError(f"--gpus {options.gpus}: give all, or GPU indices like 0,1")
+    if options.gpus is not None and options.device != "cuda":
+        raise SolbenchError(f"--gpus runs one executor per GPU: use it with --device cuda, not {options.device}")
+    if options.jobs < 0 or (options.jobs and cuda):
+        raise SolbenchError(f"--jobs {options.jobs}: N executors on the CPU, with --device cpu (GPUs: --gpus)")
+    if options.cluster is not None and options.cluster != "ray" and not options.cluster.startswith("ray://"):
+        raise SolbenchError(f"--cluster {options.cluster}: use ray (a local Ray instance) or ray://HOST:PORT")
+    if options.cluster is not None and options.gpus not in (None, "all"):
+        raise SolbenchError("--cluster uses every GPU of the cluster: leave out --gpus")
+    if options.interleave and dispatched(options):
+        raise SolbenchError("--interleave runs on one device: leave out --gpus, --jobs and --cluster")
+
+
+def dispatched(options: RunOptions) -> bool:
+    """Whether the run goes to executors (solbench.dispatch) rather than the plain, in-process loop."""
+    return bool(options.gpus or options.jobs or options.cluster)
+
+
+TRANSPORTS = ("auto", "device", "memfd")
+
+
+def _check_transport(transport: str, device: str) -> None:
+    if transport not in TRANSPORTS:
+        raise SolbenchError(f"--transport {transport}: use {', '.join(TRANSPORTS)}")
+    if transport == "device" and not device.startswith("cuda"):
+        raise SolbenchError(f"--transport device shares GPU memory: use it with a CUDA device, not {device} "
+                            "(or --transport auto)")
+
+
+def resolve_transport(options: RunOptions) -> tuple[str, str | None]:
+    """The route the run's workers use, ``device`` or ``memfd``, and why auto chose memfd on a CUDA run.
+
+    A device route asked for but not available here is a user error that names what is missing."""
+    if options.transport == "memfd" or not options.device.startswith("cuda"):
+        return "memfd", None
+    from solbench.worker.devwire import device_index
+    from solbench.worker.vmm import unsupported
+
+    why = unsupported(device_index(options.device))
+    if why is None:
+        return "device", None
+    if options.transport == "device":
+        raise SolbenchError(f"--transport device: {why}; use --transport auto or memfd")
+    return "memfd", f"device route unavailable: {why}"
 
 
 def resolve_options(options: RunOptions | None = None, **settings: Any) -> RunOptions:

@@ -5,8 +5,11 @@ workloads of a problem: while one is measured, no other candidate's code is aliv
 workload the parent makes the inputs (fresh seeds per round and per timing set, derived from a
 base seed that is random per run unless given, so every candidate sees the same inputs) and the
 reference outputs. A candidate's worker is reused for its next workload while healthy; after any
-failure the next workload gets a fresh one. Each record is appended to the results file as soon
-as it is made, so a kill loses only the workload in flight.
+failure the next workload gets a fresh one. Workers are started ahead (``workers_ahead``): the
+problem's next candidates', then the next problem's first ones. Each record is appended to the
+results file as soon as it is made, so a kill loses only the workload in flight. On a CUDA run the
+workers' tensors travel through a GPU pool shared with each worker alone (``RunOptions.transport``,
+:mod:`solbench.worker.devwire`), else through host shared memory.
 
 Verdict checks after the evaluation: the physics floor (:func:`solbench.engine.scoring.physics_floor`),
 then the guards' review (:func:`solbench.guards.review`). The parent makes itself undumpable
@@ -31,11 +34,11 @@ from solbench.data.inputs import load_generator, load_reference
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint, workload_point
+from solbench.data.roofline import RooflinePoint, timed_point
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
-from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, timing_config
+from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
@@ -89,7 +92,7 @@ class Runner:
     """Runs plans under one set of options: one spec, run id and base seed for all its records."""
 
     options: RunOptions
-    output: Path
+    output: Path | None  # None: write nothing, records go to progress.record (solbench.dispatch)
     progress: Progress = field(default_factory=NullProgress)
 
     def __post_init__(self) -> None:
@@ -114,37 +117,62 @@ class Runner:
         self.records: list[ResultRecord] = []
         self.timing = timing_config(self.options, self.spec.l2_bytes)
         self.account = resolve_account(self.options.worker_user)  # None: workers keep this user
+        # device: each worker gets a GPU pool shared with it alone (solbench.worker.devwire); else memfd.
+        self.transport, self.transport_note = resolve_transport(self.options)
+        self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # the next problem's workers, started ahead
         sweep_dead_workers()
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
         with stop_on_signals():
-            for item in plan:
-                self._run_problem(item)
+            try:
+                for i, item in enumerate(plan):
+                    self._run_problem(item, plan[i + 1] if i + 1 < len(plan) else None)
+            finally:
+                self.discard_started()
         return self.records
 
-    def _run_problem(self, item: PlanItem) -> None:
-        problem, opts = item.problem, self.options
-        ref_fn, gen_fn = load_reference(problem), load_generator(problem)
+    def _slot(self, candidate: CandidateFile, problem: Problem) -> CandidateSlot:
+        """The candidate's slot for this problem: the one started ahead for it, or a new one."""
+        started = self._prestarted.pop((problem.name, str(candidate.path)), None)
+        if started is not None:
+            return started
+        opts = self.options
         # The worker may read the candidate's folder and the problem's (its shapes and reference are public).
         reads = (str(problem.folder.resolve()), *opts.worker_reads)
-        slots = [CandidateSlot(c, opts.device, guards=opts.guards, account=self.account, reads=reads)
-                 for c in item.candidates]
+        return CandidateSlot(candidate, opts.device, guards=opts.guards, account=self.account, reads=reads,
+                             inputs=tuple(problem.inputs), problem=problem.name, transport=self.transport)
+
+    def discard_started(self) -> None:
+        """Stop the workers started ahead for a problem that will not run here."""
+        for slot in self._prestarted.values():
+            slot.retire()
+        self._prestarted.clear()
+
+    def _run_problem(self, item: PlanItem, upcoming: PlanItem | None = None) -> None:
+        """Run one (problem, candidates) item; ``upcoming``, the item that follows, gets its workers
+        started ahead while this one's last candidates run (within ``workers_ahead``)."""
+        problem, opts = item.problem, self.options
+        ref_fn, gen_fn = load_reference(problem), load_generator(problem)
+        slots = [self._slot(c, problem) for c in item.candidates]
         roofs: dict[str, RooflinePoint] = {}
         try:
             for i, slot in enumerate(slots):
                 # One candidate at a time: while it runs, no other candidate's code is alive to
                 # disturb it (workers started ahead have imported torch, not their candidate).
-                self._start_ahead(slots[i + 1:])
+                self._start_ahead(slots[i + 1:], upcoming)
                 for workload in item.workloads:
                     self.progress.task(problem.name, workload.name, slot.candidate.name)
                     # The same seeds for every candidate: all of them see the same inputs.
                     cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
                                           rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
                     if workload.name not in roofs:
-                        roofs[workload.name] = workload_point(problem, workload, self.spec, cases.axes)
+                        # A cost hook counts the work of the inputs timed (the sets), not of the shapes.
+                        roofs[workload.name] = timed_point(problem, workload, self.spec, cases.axes,
+                                                           [c.inputs for c in cases.sets])
                     record = self._run_one(slot, cases, roofs[workload.name])
-                    append_records(self.output, [record])
+                    if self.output is not None:  # None: an executor's runner, whose driver writes
+                        append_records(self.output, [record])
                     self.records.append(record)
                     self.progress.record(record)
                     del cases
@@ -160,6 +188,10 @@ class Runner:
                                 self.environment.get("gpu_uuid"))
         evaluation = self._evaluate(slot, ctx)
         ctx.harness.update(slot.startup)
+        used = slot.transport_used()  # the route this record's tensors took, and why memfd if it fell back
+        if used["transport"] == "memfd" and self.transport_note:
+            used.setdefault("transport_fallback", self.transport_note)
+        ctx.harness.update(used)
         slot.startup = {}
         context = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
         evaluation = self._verdict(evaluation, context)
@@ -174,14 +206,22 @@ class Runner:
             slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
         return record
 
-    def _start_ahead(self, upcoming: list[CandidateSlot]) -> None:
-        """Start up to ``workers_ahead`` of the next candidates' workers: they import torch meanwhile.
+    def _start_ahead(self, upcoming: list[CandidateSlot], next_item: PlanItem | None = None) -> None:
+        """Start up to ``workers_ahead`` of the next candidates' workers: they import torch meanwhile;
+        the room left goes to the first candidates of the next problem.
 
         They do not load their candidate (which may compile, autotune or touch the GPU) until it is
         their turn.
         """
-        for slot in upcoming[: self.options.workers_ahead]:
+        room = self.options.workers_ahead
+        for slot in upcoming[:room]:
             slot.spawn()
+        room -= len(upcoming[:room])
+        for candidate in next_item.candidates[:room] if next_item is not None else ():
+            key = (next_item.problem.name, str(candidate.path))
+            if key not in self._prestarted:
+                self._prestarted[key] = self._slot(candidate, next_item.problem)
+            self._prestarted[key].spawn()
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         failure = slot.ensure_worker(self.options.compile_timeout_s)

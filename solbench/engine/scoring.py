@@ -15,49 +15,26 @@ from datetime import datetime, timezone
 from typing import Any
 
 from solbench._version import __version__
+from solbench.data.cpu_estimate import CPU_ESTIMATE_ID, cpu_estimate_spec
 from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, measured_refinement
+from solbench.data.noise import NOISY_FLAG, noisy_reason
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint, point, sol
-from solbench.engine.environment import cpu_count, cpu_model
+from solbench.engine.provenance import candidate_git
 from solbench.worker.candidate import CandidateFile
 
 # The physics floor, two rules (see physics_floor): no time below the measured ceilings' T_ideal
 # less this noise margin (burst ceilings read within a few percent run to run; a read-only stream
 # can beat the copy bandwidth calibrate measures), and no SOL above 1 against the datasheet.
 MEASURED_MARGIN = 0.10
-CPU_ESTIMATE_ID = "cpu_estimate"
-_CPU_CLOCK_HZ = 5.0e9
-# FLOP per cycle per core, upper bounds: AVX-512 (2 FMA units x lanes x 2) and AMX tiles for 16-bit/int8.
-_CPU_FLOP_PER_CYCLE = {"float64": 32, "float32": 64, "tf32": 64, "bfloat16": 2048, "float16": 2048,
-                       "float8_e4m3fn": 2048, "float8_e5m2": 2048, "int8": 4096}
-_CPU_BYTES_PER_CYCLE = 128  # two 64-byte L1 loads per cycle per core
-
-
-def cpu_estimate_spec() -> HardwareSpec:
-    """An upper-bound roofline for this CPU (see the module docstring)."""
-    cores = cpu_count()
-    note = (f"built-in upper-bound estimate for {cores} core(s) of {cpu_model()}: "
-            f"cores x {_CPU_CLOCK_HZ / 1e9:g} GHz x "
-            f"FLOP/cycle (AVX-512 FMA, AMX) and {_CPU_BYTES_PER_CYCLE} B/cycle (L1 loads); not a measurement - "
-            "run `solbench calibrate` for a measured CPU spec")
-    return HardwareSpec.model_validate({
-        "id": CPU_ESTIMATE_ID,
-        "name": f"CPU estimate ({cores} cores)",
-        "vendor": "cpu",
-        "device_type": "cpu",
-        "memory_bandwidth": cores * _CPU_CLOCK_HZ * _CPU_BYTES_PER_CYCLE,
-        "peak_flops": {k: cores * _CPU_CLOCK_HZ * v for k, v in _CPU_FLOP_PER_CYCLE.items()},
-        "sources": [note],
-        "notes": note,
-    })
 
 
 def resolve_spec(device: str, gpu: str | None) -> tuple[HardwareSpec, str]:
     """The spec to score against and its roof kind ('datasheet', 'measured' or 'estimate')."""
     if gpu:
-        spec = load_spec(gpu)
-        return spec, spec.kind
+        spec = load_spec(gpu)  # "cpu_estimate" names the built-in estimate
+        return spec, "estimate" if spec.id == CPU_ESTIMATE_ID and spec.path is None else spec.kind
     if device.startswith("cuda"):
         import torch
 
@@ -140,6 +117,9 @@ def build_record(
         if telemetry.get(key):
             flags.append(key)
     flags.extend(f for f in evaluation.timing.get("flags", []) or [] if isinstance(f, str))
+    if evaluation.status == Status.PASSED and noisy_reason(evaluation.timing):
+        flags.append(NOISY_FLAG)
+    floor = spec.launch_floor(evaluation.timing.get("method")) if t else None
     return ResultRecord(
         problem=problem.name,
         workload=workload.name,
@@ -167,6 +147,10 @@ def build_record(
         t_memory_s=roof.t_memory_s,
         achieved_flops_per_s=roof.flops / t if t else None,
         achieved_bytes_per_s=roof.bytes / t if t else None,
+        cost=roof.cost,
+        t_floor_s=floor[0] if floor else None,
+        t_floor_basis=floor[1] if floor else None,
+        git=candidate_git(candidate.path, run_id),
         reason=evaluation.reason,
         flags=sorted(set(flags)),
         tags=list(problem.tags),

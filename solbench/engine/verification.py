@@ -70,7 +70,8 @@ def _editable(cases: WorkloadCases) -> list[str]:
 def _refresh_case(cases: WorkloadCases, k: int) -> Case:
     """A fresh case in place of set ``k``: new tensors, the set's own scalars (they cannot change in place)."""
     seed = derive_seed(cases.verify_seed, "refresh")
-    fresh = make_case(cases.problem, cases.axes, seed, cases.device, cases.reference, cases.generator)
+    fresh = make_case(cases.problem, cases.axes, seed, cases.device, cases.reference, cases.generator,
+                      cases.problem.scalars_for(cases.workload))
     base = cases.sets[k].inputs
     if all(hasattr(fresh.inputs[n], "shape") or fresh.inputs[n] == v for n, v in base.items()):
         return fresh

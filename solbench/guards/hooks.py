@@ -55,13 +55,15 @@ class _WorkerState:
 _STATE: _WorkerState | None = None
 
 
-def setup_worker(work_dir: str | None = None, readable: Iterable[str] = ()) -> dict[str, Any]:
+def setup_worker(work_dir: str | None = None, readable: Iterable[str] = (), *, block_tcp: bool = True) -> dict[str, Any]:
     """Baselines and limits, once, before the candidate is imported. Returns what was applied.
 
     The limits: Landlock file rules (writes below the worker's folder, reads below the Python
     installation, the system's libraries and ``readable``, the candidate's folder:
     :func:`solbench.guards.sandbox.restrict_worker`) and the seccomp filter against mode, owner
-    and ACL changes (:func:`solbench.guards.seccomp.deny_permission_changes`).
+    and ACL changes (:func:`solbench.guards.seccomp.deny_permission_changes`). ``block_tcp=False``
+    (a worker under Nsight Compute, whose injected library reports to its front end over local TCP)
+    leaves TCP out of the Landlock rules.
     """
     global _STATE
     if _STATE is not None:
@@ -75,7 +77,7 @@ def setup_worker(work_dir: str | None = None, readable: Iterable[str] = ()) -> d
     # the first call (any process left running after run() returns is a finding).
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     import_watched()
-    files = restrict_worker(work, readable)
+    files = restrict_worker(work, readable, block_tcp=block_tcp)
     seccomp = deny_permission_changes()
     if os.path.exists("/dev/nvidiactl"):
         try:

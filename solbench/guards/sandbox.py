@@ -205,11 +205,13 @@ def worker_writable(work_dir: str | os.PathLike[str]) -> list[Path]:
     return default_writable_dirs(work_dir)
 
 
-def restrict_worker(work_dir: str | os.PathLike[str], readable: Iterable[str | os.PathLike[str]] = ()) -> str:
+def restrict_worker(work_dir: str | os.PathLike[str], readable: Iterable[str | os.PathLike[str]] = (), *,
+                    block_tcp: bool = True) -> str:
     """The worker's file rules: writes below :func:`worker_writable`, reads below those and
     :func:`worker_readable` (with ``readable``), and the package's parent folder listed, not read
-    (the import system lists every folder on the Python path)."""
-    return restrict_files(worker_writable(work_dir), worker_readable(readable), listable=[package_folder().parent])
+    (the import system lists every folder on the Python path); TCP blocked unless ``block_tcp`` is off."""
+    return restrict_files(worker_writable(work_dir), worker_readable(readable), listable=[package_folder().parent],
+                          block_tcp=block_tcp)
 
 
 def restrict_writes(writable: Iterable[str | os.PathLike[str]], *, block_tcp: bool = True,

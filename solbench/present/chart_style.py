@@ -6,8 +6,9 @@ backend, nothing left open, so a long report or a server can make thousands of t
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from matplotlib.figure import Figure
 
 from solbench.errors import SolbenchError
 from solbench.present.markup import clean_text, one_line
+from solbench.present.svg_marks import has_tooltips, with_titles
 
 FIXED_LAYOUT = "solbench:fixed-layout"  # Figure label of charts whose layout needs no "tight" pass
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -24,7 +26,7 @@ FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 CHART_COLUMNS = ("problem", "workload", "solution", "status", "gpu", "gpu_spec", "roof", "device", "compute_dtype",
                  "arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "sol", "time_s", "flops",
                  "bytes", "t_ideal_s", "t_compute_s", "t_memory_s", "bound", "timestamp", "timestamp_utc",
-                 "timing.method", "solbench_version")
+                 "timing.method", "solbench_version", "noisy")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
                 "REWARD_HACK": "HACK"}
@@ -39,11 +41,33 @@ class Style:
     marker: str
 
 
-def candidate_styles(candidates: Sequence[str]) -> dict[str, Style]:
-    """A distinct colour and marker per candidate, stable for a given order."""
+_PALETTE: dict[str, Style] = {}  # set by ``palette_for``: every chart drawn meanwhile uses it
+
+
+def _styles(candidates: Sequence[str]) -> dict[str, Style]:
     cmap = mpl.colormaps["tab10" if len(candidates) <= 10 else "tab20"]
     n = cmap.N
     return {c: Style(mpl.colors.to_hex(cmap(i % n)), MARKERS[i % len(MARKERS)]) for i, c in enumerate(candidates)}
+
+
+def candidate_styles(candidates: Sequence[str]) -> dict[str, Style]:
+    """A distinct colour and marker per candidate: from the palette in force (:func:`palette_for`)
+    when it holds them all, so a candidate keeps its colour from chart to chart; else by this order."""
+    if _PALETTE and all(c in _PALETTE for c in candidates):
+        return {c: _PALETTE[c] for c in candidates}
+    return _styles(candidates)
+
+
+@contextlib.contextmanager
+def palette_for(candidates: Iterable[str]) -> Iterator[None]:
+    """Within the block, each candidate has one colour and marker in every chart (assigned by name
+    over all of ``candidates``: the whole result set of a report or a plot command)."""
+    global _PALETTE
+    saved, _PALETTE = _PALETTE, _styles(sorted({str(c) for c in candidates}))
+    try:
+        yield
+    finally:
+        _PALETTE = saved
 
 
 def label(text: object, limit: int = 40) -> str:
@@ -111,6 +135,11 @@ def save(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
     path = Path(path)
     fmt = output_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "svg" and has_tooltips(fig):  # a <title> per point: the SVG is rewritten, so written once here
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=_tight(fig), pad_inches=0.15, metadata={"Date": None})
+        path.write_bytes(with_titles(buf.getvalue(), fig))
+        return path
     fig.savefig(path, format=fmt, dpi=dpi, bbox_inches=_tight(fig), pad_inches=0.15,
                 metadata={"Date": None} if fmt == "svg" else None)
     return path
@@ -123,7 +152,7 @@ def to_bytes(fig: Figure, fmt: str = "svg", dpi: int = 110) -> bytes:
     with mpl.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=_tight(fig), pad_inches=0.15,
                     metadata={"Date": None} if fmt == "svg" else None)
-    return buf.getvalue()
+    return with_titles(buf.getvalue(), fig) if fmt == "svg" else buf.getvalue()
 
 
 def single_gpu(records: pd.DataFrame) -> str:

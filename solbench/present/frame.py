@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from solbench.data.library import library_tags
+from solbench.data.noise import NOISY_CI95_REL, NOISY_FLAG, NOISY_P90_RATIO, noisy_reason
 from solbench.data.record import Status
 from solbench.data.results import read_records
 from solbench.errors import SolbenchError, SpecError
@@ -43,7 +44,7 @@ from solbench.present.markup import one_line
 CONTRACT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec", "time_s", "sol",
                     "flops", "bytes", "t_ideal_s", "bound", "timestamp", "solbench_version")
 NUMERIC_COLUMNS = ("time_s", "sol", "flops", "bytes", "t_ideal_s", "t_compute_s", "t_memory_s",
-                   "arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s")
+                   "arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "t_floor_s")
 TEXT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec", "bound", "timestamp",
                 "solbench_version", "roof", "compute_dtype", "reason", "log")
 FAILURE_STATUSES = tuple(s.value for s in Status if s is not Status.PASSED)
@@ -197,7 +198,33 @@ def _fill_derived(df: pd.DataFrame) -> None:
         passed = df["status"] == Status.PASSED.value
         df["achieved_flops_per_s"] = df["achieved_flops_per_s"].fillna((df["flops"] / df["time_s"]).where(passed))
         df["achieved_bytes_per_s"] = df["achieved_bytes_per_s"].fillna((df["bytes"] / df["time_s"]).where(passed))
+        # Attainable SOL: against max(T_ideal, launch floor), where the record carries its floor (one
+        # above MAX_SOL x the time is not a floor the timer read: no attainable SOL then).
+        floor = df["t_floor_s"].where(df["t_floor_s"] <= MAX_SOL * df["time_s"])
+        df["attainable_sol"] = (np.maximum(df["t_ideal_s"], floor) / df["time_s"]).where(passed & floor.notna())
     df["timestamp_utc"] = pd.to_datetime(df["timestamp"], errors="coerce", utc=True, format="ISO8601")
+    df["noisy"] = _noisy_reasons(df)
+
+
+NOISY_WHEN_FLAGGED = "noisy timing (flagged when measured)"
+
+
+def _noisy_reasons(df: pd.DataFrame) -> pd.Series:
+    """Why a PASSED record's time is too noisy to rank on ('' when it is not): from its timing
+    statistics (older records lack the flag), else from the ``noisy_timing`` flag it carries."""
+    out = pd.Series("", index=df.index, dtype=object)
+    passed = df["status"] == Status.PASSED.value
+    stats = {k: df[f"timing.{k}"] if f"timing.{k}" in df.columns else pd.Series(np.nan, index=df.index)
+             for k in ("ci95_rel", "median_s", "p90_s")}
+    with warnings.catch_warnings():  # a column of text where numbers belong reads as no number
+        warnings.simplefilter("ignore")
+        ci, med, p90 = (pd.to_numeric(v, errors="coerce") for v in stats.values())
+    maybe = passed & ((ci > NOISY_CI95_REL) | (p90 > NOISY_P90_RATIO * med))
+    for i in df.index[maybe]:
+        out[i] = noisy_reason({"ci95_rel": ci[i], "median_s": med[i], "p90_s": p90[i]}) or ""
+    flagged = passed & (out == "") & df["flags"].map(lambda fs: NOISY_FLAG in fs)
+    out[flagged] = NOISY_WHEN_FLAGGED
+    return out
 
 
 @lru_cache(maxsize=256)

@@ -30,9 +30,10 @@ FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "html", "json")
 PROBLEM_HEADERS = ("Rank", "Candidate", "Passed", "Geomean SOL", "Worst SOL", "Failures", "Note")
 OVERALL_HEADERS = ("Rank", "Candidate", "Problems", "Workloads", "Geomean SOL", "SOL≥0.5", "SOL≥0.8", "Failures",
                    "Note")
-NUMERIC_HEADERS = ("Rank", "Geomean SOL", "Worst SOL", "SOL≥0.5", "SOL≥0.8")
+ATTAINABLE = "Attainable SOL"  # geomean SOL against max(T_ideal, launch floor); shown when a workload is under it
+NUMERIC_HEADERS = ("Rank", "Geomean SOL", ATTAINABLE, "Worst SOL", "SOL≥0.5", "SOL≥0.8")
 # Narrower headers for a terminal (80 columns must hold the overall table).
-TERMINAL_HEADERS = {"Rank": "#", "Geomean SOL": "SOL gm", "Worst SOL": "SOL min", "SOL≥0.5": "≥0.5", "SOL≥0.8": "≥0.8",
+TERMINAL_HEADERS = {"Rank": "#", "Geomean SOL": "SOL gm", ATTAINABLE: "att. gm", "Worst SOL": "SOL min", "SOL≥0.5": "≥0.5", "SOL≥0.8": "≥0.8",
                     "Problems": "Probs", "Workloads": "Wklds"}
 
 
@@ -79,7 +80,27 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
                 for r in g.to_dict("records")]
         out.append(DisplayTable(_title("Overall", gpu, lb), "overall", None, gpu, OVERALL_HEADERS, rows,
                                 g["disqualified"].tolist()))
-    return out
+    return _with_attainable(out, lb) if lb.under_floor else out
+
+
+def _with_attainable(tables: list[DisplayTable], lb: Leaderboard) -> list[DisplayTable]:
+    """Each table with the geomean attainable SOL beside the geomean SOL (same row order as built)."""
+    frames = {("problem", p, g): grp for (p, g), grp in lb.problems.groupby(["problem", "gpu"], sort=True)}
+    frames.update({("overall", None, g): grp for g, grp in lb.overall.groupby("gpu", sort=True)})
+    for t in tables:
+        at = t.headers.index("Geomean SOL") + 1
+        values = frames[(t.kind, t.problem, t.gpu)]["geomean_attainable_sol"].tolist()
+        t.headers = (*t.headers[:at], ATTAINABLE, *t.headers[at:])
+        t.rows = [[*row[:at], sol_text(v), *row[at:]] for row, v in zip(t.rows, values, strict=True)]
+    return tables
+
+
+def attainable_note(lb: Leaderboard) -> str:
+    """What the attainable column means, for every format that shows it ('' when none does)."""
+    if not lb.under_floor:
+        return ""
+    return (f"{ATTAINABLE}: SOL against max(T_ideal, launch floor), the least time the timer reads for an empty "
+            f"call; {lb.under_floor} result(s) have T_ideal below that floor. SOL stays the score.")
 
 
 def _title(what: str, gpu: str, lb: Leaderboard) -> str:
@@ -105,6 +126,8 @@ def print_leaderboard(lb: Leaderboard, console: Console | None = None, *, notes:
         console.print(table)
     console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
                        f". SOL against {lb.roof_phrase}; ranked by passed, then geomean SOL.", style="dim"))
+    if attainable_note(lb):
+        console.print(Text(attainable_note(lb), style="dim"))
     for w in lb.notes if notes else ():
         console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"))
 
@@ -116,6 +139,8 @@ def to_markdown(lb: Leaderboard) -> str:
     parts = [f"# Leaderboard ({markdown_text(lb.roof)} roof)", ""]
     if len(set(lb.roofs.values())) > 1:
         parts += [f"SOL against {markdown_text(lb.roof_phrase)}.", ""]
+    if attainable_note(lb):
+        parts += [markdown_text(attainable_note(lb)), ""]
     for t in display_tables(lb):
         parts += [f"## {markdown_cell(t.title)}", "", "| " + " | ".join(t.headers) + " |",
                   "|" + "|".join(" ---: " if h == "Rank" else " --- " for h in t.headers) + "|"]

@@ -46,6 +46,11 @@ class Leaderboard:
     left_out: list[str] = field(default_factory=list)
     """Records the filters matched that are not shown (another roof of a GPU), counted, with the option."""
 
+    @property
+    def under_floor(self) -> int:
+        """Best results whose T_ideal is below their launch floor (their attainable SOL is shown)."""
+        return int(under_floor(self.best).sum())
+
     def roof_of(self, gpu: str) -> str:
         return self.roofs.get(gpu, self.roof)
 
@@ -100,6 +105,20 @@ def _log_sol(best: pd.DataFrame) -> pd.Series:
     return np.log(best["sol"].clip(lower=1e-6))
 
 
+def _log_attainable(best: pd.DataFrame) -> pd.Series:
+    """Log of the attainable SOL (against max(T_ideal, launch floor)); a record without a floor
+    counts with its SOL, which is never above its attainable SOL."""
+    att = best["attainable_sol"] if "attainable_sol" in best.columns else best["sol"]
+    return np.log(att.fillna(best["sol"]).clip(lower=1e-6))
+
+
+def under_floor(best: pd.DataFrame) -> pd.Series:
+    """Results whose T_ideal is below their launch floor: there the attainable SOL differs from SOL."""
+    if "t_floor_s" not in best.columns:
+        return pd.Series(False, index=best.index)
+    return (best["t_floor_s"] > best["t_ideal_s"]) & best["attainable_sol"].notna()
+
+
 def _assign_ranks(table: pd.DataFrame, group: list[str], order: list[str]) -> pd.DataFrame:
     """Rank within each group by the ``order`` columns, then geomean SOL, all descending; ties share
     a rank. Unrankable rows (disqualified, or nothing passed) get no rank and sort last."""
@@ -141,10 +160,11 @@ def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     keys = ["problem", "gpu", "solution"]
     cands = records[keys].drop_duplicates()
     totals = records.groupby(["problem", "gpu"])["workload"].nunique().rename("workloads_total")
-    b = best.assign(_log=_log_sol(best), _above=best["sol"] > 1.0)
-    agg = b.groupby(keys).agg(workloads_passed=("workload", "nunique"), _log=("_log", "mean"),
+    b = best.assign(_log=_log_sol(best), _alog=_log_attainable(best), _above=best["sol"] > 1.0)
+    agg = b.groupby(keys).agg(workloads_passed=("workload", "nunique"), _log=("_log", "mean"), _alog=("_alog", "mean"),
                               min_sol=("sol", "min"), max_sol=("sol", "max"), above_roof=("_above", "sum"))
     agg["geomean_sol"] = np.exp(agg.pop("_log"))
+    agg["geomean_attainable_sol"] = np.exp(agg.pop("_alog"))
     table = (cands.merge(totals, on=["problem", "gpu"]).merge(agg, on=keys, how="left")
              .merge(_failure_counts(records, keys), on=keys, how="left"))
     table[[*FAILURE_STATUSES, "workloads_passed", "above_roof"]] = (
@@ -154,8 +174,8 @@ def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     table = table.rename(columns={"solution": "candidate"})
     table = _assign_ranks(table, ["problem", "gpu"], ["workloads_passed"])
     table["note"] = [_note(r) for r in table.to_dict("records")]
-    cols = ["problem", "gpu", "rank", "candidate", "workloads_passed", "workloads_total", "geomean_sol", "min_sol",
-            "max_sol", "complete", "disqualified", "above_roof", *FAILURE_STATUSES, "note"]
+    cols = ["problem", "gpu", "rank", "candidate", "workloads_passed", "workloads_total", "geomean_sol",
+            "geomean_attainable_sol", "min_sol", "max_sol", "complete", "disqualified", "above_roof", *FAILURE_STATUSES, "note"]
     return table[cols]
 
 
@@ -165,11 +185,12 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
     pairs = records[[*keys, "problem", "workload"]].drop_duplicates()
     attempted = pairs.groupby(keys).agg(problems_attempted=("problem", "nunique"),
                                         workloads_attempted=("workload", "size"))
-    b = best.assign(_log=_log_sol(best), _ge5=best["sol"] >= SOL_THRESHOLDS[0], _ge8=best["sol"] >= SOL_THRESHOLDS[1],
-                    _above=best["sol"] > 1.0)
-    agg = b.groupby(keys).agg(workloads_passed=("sol", "size"), _log=("_log", "mean"), _ge5=("_ge5", "sum"),
-                              _ge8=("_ge8", "sum"), above_roof=("_above", "sum"))
+    b = best.assign(_log=_log_sol(best), _alog=_log_attainable(best), _ge5=best["sol"] >= SOL_THRESHOLDS[0],
+                    _ge8=best["sol"] >= SOL_THRESHOLDS[1], _above=best["sol"] > 1.0)
+    agg = b.groupby(keys).agg(workloads_passed=("sol", "size"), _log=("_log", "mean"), _alog=("_alog", "mean"),
+                              _ge5=("_ge5", "sum"), _ge8=("_ge8", "sum"), above_roof=("_above", "sum"))
     agg["geomean_sol"] = np.exp(agg.pop("_log"))
+    agg["geomean_attainable_sol"] = np.exp(agg.pop("_alog"))
     solved = (per_problem[per_problem["complete"]].groupby(["gpu", "candidate"]).size()
               .rename("problems_passed").rename_axis(keys))
     table = (cands.merge(attempted, on=keys).merge(agg, on=keys, how="left").merge(solved, on=keys, how="left")
@@ -185,7 +206,7 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
     table = _assign_ranks(table, ["gpu"], ["problems_passed", "workloads_passed"])
     table["note"] = [_note(r) for r in table.to_dict("records")]
     cols = ["gpu", "rank", "candidate", "problems_passed", "problems_attempted", "workloads_passed",
-            "workloads_attempted", "geomean_sol", "share_sol_ge_0_5", "share_sol_ge_0_8", "disqualified",
+            "workloads_attempted", "geomean_sol", "geomean_attainable_sol", "share_sol_ge_0_5", "share_sol_ge_0_8", "disqualified",
             "above_roof", *FAILURE_STATUSES, "note"]
     return table[cols]
 

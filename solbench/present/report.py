@@ -1,8 +1,9 @@
 """The HTML report: one self-contained file with the leaderboard, a section per problem (charts and
 a workloads x candidates table), the environment, the timing method and every failure.
 
-Charts are inline images (``data:`` URIs; SVG by default, PNG on request): the file needs nothing
-else, fetches nothing, and runs no script (see :mod:`solbench.present.markup` for the escaping rules).
+Charts are inline SVG by default (each point's ``<title>`` shows on hover; the SVG is rebuilt from an
+allow-list of drawing elements, :mod:`solbench.present.svg_marks`) or PNG ``data:`` URIs on request:
+the file needs nothing else, fetches nothing, and runs no script (see :mod:`solbench.present.markup`).
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ from rich.console import Console
 
 from solbench._version import __version__
 from solbench.errors import SolbenchError
-from solbench.present.chart_style import CHART_COLUMNS, save, to_bytes
+from solbench.present.chart_style import CHART_COLUMNS, palette_for, save, to_bytes
 from solbench.present.frame import Selection, load_results
-from solbench.present.leaderboard import display_tables, print_leaderboard
+from solbench.present.leaderboard import attainable_note, display_tables, print_leaderboard
 from solbench.present.markup import one_line, render
 from solbench.present.ranking import Leaderboard, leaderboard
 from solbench.present.report_data import environment_rows, failures, problem_sections, timing_rows
+from solbench.present.report_models import model_sections
+from solbench.present.report_profiles import profile_tables
+from solbench.present.report_sections import compare_section, history_section
 from solbench.present.roofline_chart import roofline_figure
+from solbench.present.svg_marks import inline_svg
 
 ChartFormat = Literal["svg", "png", "none"]
 MIME = {"svg": "image/svg+xml", "png": "image/png"}
@@ -41,14 +46,17 @@ CAPTIONS = {
     "roofline": ("roofline chart", "Roofline: achieved FLOP/s against arithmetic intensity; the line joins each "
                  "candidate's workloads from low to high intensity."),
     "overview": ("roofline of all problems", "All problems on one GPU, one trajectory per problem and candidate "
-                 "(numbered when there are at most 20 problems)."),
+                 "(each numbered at its high-intensity end; the key beside the chart names them)."),
 }
 
 
-def _chart_uri(job: tuple[str, pd.DataFrame, str]) -> str:
-    """One chart as a data: URI. A top-level function so a process pool can run it."""
+def _chart_uri(job: tuple[str, pd.DataFrame, str], number: int = 0) -> str:
+    """One chart: inline SVG markup (its points' ``<title>`` tooltips work only inline), or a PNG as a
+    data: URI. A top-level function so a process pool can run it."""
     kind, records, fmt = job
     fig = roofline_figure(records)
+    if fmt == "svg":
+        return inline_svg(to_bytes(fig, fmt), f"chart{number}", CAPTIONS[kind][0])
     return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
 
 
@@ -68,18 +76,21 @@ def _render(jobs: list[tuple[str, pd.DataFrame, str]], workers: int | None) -> l
     if workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                return list(pool.map(_chart_uri, slim))
+                return list(pool.map(_chart_uri, slim, range(len(slim))))
         except (OSError, BrokenProcessPool):
             pass  # no processes to be had here: draw them one by one
-    return [_chart_uri(j) for j in slim]
+    return [_chart_uri(j, i) for i, j in enumerate(slim)]
 
 
 def build_report(results: pd.DataFrame, selection: Selection | None = None, *, title: str | None = None,
-                 charts: ChartFormat = "svg", sources: Sequence[str] = (), workers: int | None = None) -> str:
+                 charts: ChartFormat = "svg", sources: Sequence[str] = (), workers: int | None = None,
+                 baseline: pd.DataFrame | None = None) -> str:
     """The report's HTML text (see :func:`write_report`) of the records (a DataFrame from
     :func:`solbench.load_results`) that ``selection`` keeps. ``sources``: where they were read from,
     shown on the page. ``workers``: processes drawing the charts (default: one per CPU, up to 16,
-    when there are many charts; 1 draws them here)."""
+    when there are many charts; 1 draws them here). ``baseline``: records to compare these with
+    (a Comparison section, as ``solbench compare``); a History section appears by itself when a
+    candidate has two runs or more of a workload."""
     if charts not in ("svg", "png", "none"):
         raise SolbenchError(f"--charts {charts!r}: pick svg, png or none")
     lb = leaderboard(results, selection)
@@ -105,10 +116,13 @@ def build_report(results: pd.DataFrame, selection: Selection | None = None, *, t
                 if _has_roofline(recs):
                     jobs.append(("overview", recs, charts))
                     owners.append(overview)
-    for (kind, recs, _), owner, uri in zip(jobs, owners, _render(jobs, workers), strict=True):
+    with palette_for(lb.records["solution"]):  # a candidate keeps its colour in every chart (forked workers too)
+        uris = _render(jobs, workers)
+    for (kind, recs, _), owner, uri in zip(jobs, owners, uris, strict=True):
         alt, caption = CAPTIONS[kind]
         owner.append((uri, f"{alt}: {one_line(recs['gpu'].iloc[0])}", caption))
     failed, n_failed = failures(lb.records)
+    profiled = profile_tables(lb.records, charts)  # `solbench profile` records: utilization, diagnosis, levels
     counts = lb.records["status"].value_counts()
     return render(
         "report.html.j2",
@@ -127,6 +141,11 @@ def build_report(results: pd.DataFrame, selection: Selection | None = None, *, t
         failures=failed,
         n_failures=n_failed,
         warnings=[one_line(w, 300) for w in lb.notes],
+        models=model_sections(lb.records, charts),
+        attainable_note=attainable_note(lb),
+        history=history_section(results, selection, charts),
+        comparison=compare_section(baseline, lb.records) if baseline is not None else None,
+        profiles={s.anchor: profiled[s.key] for s in sections if s.key in profiled},
     )
 
 
@@ -157,7 +176,8 @@ def present_demo(records_path: str | Path, out_dir: str | Path, console: Console
     gpu = records["gpu"].value_counts().idxmax()
     one_gpu = records[records["gpu"] == gpu]
     if (one_gpu["status"] == "PASSED").any():
-        paths["roofline"] = save(roofline_figure(one_gpu), out_dir / "roofline.png")
+        with palette_for(records["solution"]):
+            paths["roofline"] = save(roofline_figure(one_gpu), out_dir / "roofline.png")
     paths["report"] = write_report(df, out_dir / "report.html", sources=[str(records_path)])
     for name, p in paths.items():
         console.print(f"{name}: {p}", markup=False, highlight=False)

@@ -5,10 +5,12 @@ the timing method, the failures. No markup here: the template escapes every valu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from solbench.present.field_labels import group_of, human_label, number_format
 from solbench.present.leaderboard import DisplayTable, display_tables
 from solbench.present.markup import clean_text, one_line
 from solbench.present.ranking import Leaderboard
@@ -28,11 +30,14 @@ class Cell:
     tbps: str = ""
     reason: str = ""
     sol_value: float | None = None
+    attainable: str = ""  # SOL against max(T_ideal, launch floor), when T_ideal is below the floor
+    noisy: str = ""  # why the time is too noisy to rank on ('' when it is not)
 
     @property
-    def bar(self) -> int:
-        """The SOL bar's length in the table, percent (capped at 100: SOL > 1 is flagged elsewhere)."""
-        return 0 if self.sol_value is None else round(100 * min(1.0, max(0.0, self.sol_value)))
+    def bar(self) -> float:
+        """The SOL bar's length, percent of the cell, linear (capped at 100: SOL > 1 is flagged elsewhere).
+        The page draws any length above 0 at least 2 px wide, so a tiny SOL is seen, not lost."""
+        return 0.0 if self.sol_value is None else round(100 * min(1.0, max(0.0, self.sol_value)), 1)
 
 
 @dataclass
@@ -59,6 +64,11 @@ class ProblemSection:
     note: str = ""
     charts: list[tuple[str, str, str]] = field(default_factory=list)  # (data URI, alt text, caption)
 
+    @property
+    def noisy(self) -> int:
+        """Cells whose time is too noisy to rank on."""
+        return sum(1 for r in self.rows for c in r.cells if c is not None and c.noisy)
+
 
 def _num(x: object) -> float | None:
     """A finite float, or None (record values can be anything)."""
@@ -74,12 +84,18 @@ def _axes_text(rec: dict, axes_cols: list[str]) -> str:
     return one_line(", ".join(f"{k}={int(v)}" for k, v in pairs if v is not None), 300)
 
 
+def _attainable(best: dict) -> str:
+    floor, ideal, att = _num(best.get("t_floor_s")), _num(best.get("t_ideal_s")), _num(best.get("attainable_sol"))
+    return sol_text(att) if floor is not None and ideal is not None and att is not None and floor > ideal else ""
+
+
 def _cell(best: dict | None, failure: dict | None) -> Cell | None:
     if best is not None:
         sol = _num(best["sol"])
         return Cell("PASSED", si(_num(best["time_s"]), "s"), sol_text(sol),
                     _fixed(_num(best["achieved_flops_per_s"]), 1e12),
-                    _fixed(_num(best["achieved_bytes_per_s"]), 1e12), sol_value=sol)
+                    _fixed(_num(best["achieved_bytes_per_s"]), 1e12), sol_value=sol, attainable=_attainable(best),
+                    noisy=one_line(best.get("noisy") or "", 200) if isinstance(best.get("noisy"), str) else "")
     if failure is not None:
         return Cell(str(failure["status"]), reason=one_line(failure.get("reason") or "", 400))
     return None
@@ -90,7 +106,7 @@ def _fixed(x: float | None, scale: float) -> str:
 
 
 CELL_COLUMNS = ["workload", "solution", "status", "reason", "time_s", "sol", "achieved_flops_per_s",
-                "achieved_bytes_per_s"]
+                "achieved_bytes_per_s", "t_floor_s", "t_ideal_s", "attainable_sol", "noisy"]
 
 
 def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
@@ -104,10 +120,10 @@ def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
     for r in lb.problems[[*keys, "candidate"]].to_dict("records"):
         ranked_of.setdefault((r["problem"], r["gpu"]), []).append(r["candidate"])
     cell_cols = [*keys, *CELL_COLUMNS]
-    best_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in lb.best[cell_cols].to_dict("records")}
+    best_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in lb.best.reindex(columns=cell_cols).to_dict("records")}
     failed = records[records["status"] != "PASSED"].sort_values("timestamp", na_position="first")
     # The latest failure of a cell wins (dict insertion follows the sort).
-    fail_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in failed[cell_cols].to_dict("records")}
+    fail_of = {(r["problem"], r["gpu"], r["workload"], r["solution"]): r for r in failed.reindex(columns=cell_cols).to_dict("records")}
     axes_cols = [c for c in records.columns if c.startswith("axes.")]
     first_of = {(r["problem"], r["gpu"], r["workload"]): r for r in
                 records.drop_duplicates([*keys, "workload"])[[*keys, "workload", *axes_cols]].to_dict("records")}
@@ -136,16 +152,16 @@ def problem_sections(lb: Leaderboard) -> list[ProblemSection]:
     return sections
 
 
-def _summary(values: pd.Series, limit: int = 4) -> str:
+def _summary(values: pd.Series, limit: int = 4, number: Callable[[float], str] = lambda x: f"{x:.6g}") -> str:
     """Distinct values of one column, the range of a numeric one, or the sizes of a list-valued one
-    (a list of timing samples is data for a chart, not for a table)."""
+    (a list of timing samples is data for a chart, not for a table). ``number``: how a number reads."""
     v = values.dropna()
     if pd.api.types.is_numeric_dtype(v.dtype) and not pd.api.types.is_bool_dtype(v.dtype):
         if v.empty:
             return ""
         if v.nunique() > limit:
-            return f"{v.min():.6g} to {v.max():.6g} (median {v.median():.6g})"
-        v = v.map(lambda x: f"{x:g}")
+            return f"{number(v.min())} to {number(v.max())} (median {number(v.median())})"
+        v = v.map(number)
     v = v[v.map(lambda x: not isinstance(x, (list, dict)) or bool(x))]
     if v.empty:
         return ""
@@ -161,27 +177,56 @@ def _summary(values: pd.Series, limit: int = 4) -> str:
     except (OverflowError, TypeError, ValueError):  # an integer beyond a double
         nums = flat.map(_num)
     if nums.notna().all() and flat.nunique() > limit:
-        return f"{nums.min():.6g} to {nums.max():.6g} (median {nums.median():.6g})"
+        return f"{number(nums.min())} to {number(nums.max())} (median {number(nums.median())})"
     counts = flat.astype(str).value_counts()
     shown = [f"{one_line(k, 120)}" + (f" ({n})" if len(counts) > 1 else "") for k, n in counts.head(limit).items()]
     more = f" ... and {len(counts) - limit} more" if len(counts) > limit else ""
     return "; ".join(shown) + more
 
 
-def environment_rows(records: pd.DataFrame) -> dict[str, list[tuple[str, str]]]:
-    """Per GPU: device, spec, driver and versions, clocks, throttle flags, as (key, value) rows."""
-    out: dict[str, list[tuple[str, str]]] = {}
+@dataclass
+class Field:
+    label: str  # what a reader calls it, with no dotted key
+    value: str  # with its unit
+    key: str = ""  # the record's dotted key, shown on hover
+
+
+@dataclass
+class FieldGroup:
+    heading: str
+    fields: list[Field]
+
+
+def _field(key: str, values: pd.Series) -> Field:
+    return Field(human_label(key), _summary(values, number=number_format(key)), one_line(key, 80))
+
+
+def _grouped(fields: list[tuple[str, Field]]) -> list[FieldGroup]:
+    """Fields under their group headings, in the order the groups first appear; empty values dropped."""
+    groups: dict[str, list[Field]] = {}
+    for heading, f in fields:
+        if f.value:
+            groups.setdefault(heading, []).append(f)
+    return [FieldGroup(h, fs) for h, fs in groups.items()]
+
+
+def environment_rows(records: pd.DataFrame) -> dict[str, list[FieldGroup]]:
+    """Per GPU: device, spec, driver and versions, clocks, throttle flags, in labelled groups with units."""
+    out: dict[str, list[FieldGroup]] = {}
     for gpu, r in records.groupby("gpu", sort=True):
-        rows = [("device", _summary(r["device"])), ("spec scored against", _summary(r["gpu_spec"])),
-                ("roof", _summary(r["roof"])), ("device type", _summary(r.get("device_type", pd.Series())))]
+        rows = [("Scored against", Field(label, _summary(r[col]) if col in r.columns else "", col))
+                for label, col in (("device", "device"), ("spec file", "gpu_spec"), ("roof", "roof"),
+                                   ("device type", "device_type"))]
         for prefix in ("environment.", "telemetry."):
             cols = [c for c in r.columns if c.startswith(prefix)]
-            for col in sorted(cols, key=lambda c: (c.removeprefix(prefix) not in ENVIRONMENT_FIRST, c)):
-                rows.append((one_line(col, 80), _summary(r[col])))
+            for col in sorted(cols, key=lambda c: (c.startswith("environment.packages."),
+                                                   c.removeprefix(prefix) not in ENVIRONMENT_FIRST, c)):
+                rows.append((group_of(col)[0], _field(col, r[col])))
         flags = pd.Series([f for fs in r["flags"] for f in fs], dtype=object)
-        rows.append(("flags (results carrying each)", _summary(flags, limit=12) or "none"))
-        rows.append(("solbench version", _summary(r["solbench_version"])))
-        out[one_line(gpu)] = [(k, v) for k, v in rows if v]
+        rows.append(("Scored against", Field("flags (results carrying each)", _summary(flags, limit=12) or "none",
+                                             "flags")))
+        rows.append(("Scored against", Field("solbench version", _summary(r["solbench_version"]), "solbench_version")))
+        out[one_line(gpu)] = _grouped(rows)
     return out
 
 
@@ -191,14 +236,17 @@ ENVIRONMENT_FIRST = {"gpu_name", "uuid", "driver", "cuda", "torch", "triton", "c
 # Per-measurement statistics: in the tables already, and meaningless summed up over results.
 TIMING_STATISTICS = {"timing.samples_s", "timing.median_s", "timing.p10_s", "timing.p90_s", "timing.iqr_s",
                      "timing.min_s", "timing.mean_s"}
+TIMING_FIRST = ("timing.method", "timing.method_reason", "timing.n", "timing.ci95_rel", "timing.stop_reason",
+                "timing.warmup_calls", "timing.flush_bytes")
 
 
-def timing_rows(records: pd.DataFrame) -> list[tuple[str, str]]:
-    """How the times were taken: method, why, flush size, warm-up, stopping rule, sample counts."""
+def timing_rows(records: pd.DataFrame) -> list[FieldGroup]:
+    """How the times were taken: method, why, flush size, warm-up, stopping rule, sample counts; in groups."""
     passed = records[records["status"] == "PASSED"]
-    cols = sorted(c for c in passed.columns if c.startswith("timing.") and c not in TIMING_STATISTICS)
-    rows = [(one_line(c, 80), _summary(passed[c])) for c in cols]
-    return [(k, v) for k, v in rows if v] or [("timing", "no timing details recorded")]
+    cols = sorted((c for c in passed.columns if c.startswith("timing.") and c not in TIMING_STATISTICS),
+                  key=lambda c: (c.count("."), TIMING_FIRST.index(c) if c in TIMING_FIRST else len(TIMING_FIRST), c))
+    groups = _grouped([(group_of(c)[0], _field(c, passed[c])) for c in cols])
+    return groups or [FieldGroup("Timing", [Field("timing", "no timing details recorded")])]
 
 
 @dataclass

@@ -33,13 +33,16 @@ from solbench.present.chart_style import (
     label,
     single_gpu,
 )
+from solbench.present.label_layout import place_labels
+from solbench.present.markup import one_line
 from solbench.present.ranking import best_results
-from solbench.units import si
+from solbench.present.svg_marks import tooltips
+from solbench.units import si, sol_text
 
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "tf32": "tf32",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8 e5m2", "int8": "int8"}
-MAX_NUMBERED_PROBLEMS = 20
-ROOF_STYLE = {"datasheet": "--", "measured": "-", "from records": ":"}
+MAX_NUMBERED_PROBLEMS = 64  # a library chart numbers every problem, so each point traces to one
+ROOF_STYLE = {"datasheet": "--", "measured": "-", "estimate": ":"}
 _SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")
 
 
@@ -47,10 +50,15 @@ _SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")
 class Roof:
     """One set of ceilings: a memory bandwidth and a peak per precision."""
 
-    kind: str  # datasheet | measured | from records
+    kind: str  # datasheet | measured | estimate (the roof column of the records)
     name: str
     bandwidth: float
     peaks: dict[str, float] = field(default_factory=dict)
+    recovered: bool = False  # no spec file found here: the ceilings are read back from the records (dotted)
+
+    @property
+    def style(self) -> str:
+        return ":" if self.recovered else ROOF_STYLE.get(self.kind, "--")
 
     def ridge(self, dtype: str) -> float:
         return self.peaks[dtype] / self.bandwidth
@@ -75,7 +83,10 @@ def _roof_from_records(records: pd.DataFrame, dtypes: list[str]) -> Roof | None:
     bw = float((r["bytes"] / r["t_memory_s"]).median())
     peaks = {d: float((g["flops"] / g["t_compute_s"]).median()) for d, g in r.groupby("compute_dtype")
              if d in dtypes}
-    return Roof("from records", str(records["gpu"].iloc[0]), bw, peaks)
+    # Named as the records name their roof: a spec not found here (the built-in CPU estimate, a
+    # measured spec kept beside its results) is still the roof they were scored against.
+    kind = str(records["roof"].dropna().iloc[0]) if records["roof"].notna().any() else "recorded"
+    return Roof(kind, str(records["gpu"].iloc[0]), bw, peaks, recovered=True)
 
 
 def resolve_roofs(gpu: str, records: pd.DataFrame, specs: list[HardwareSpec] | None = None) -> list[Roof]:
@@ -150,14 +161,20 @@ def _workload_labels(ax, best: pd.DataFrame) -> None:
                    best.groupby("workload")["arithmetic_intensity"].median().items())
     y0 = ax.get_ylim()[0]
     disp = [ax.transData.transform((x, y0))[0] for x, _ in items]
-    spread = _spread(disp, gap=12.0)
+    x0, x1 = ax.bbox.x0, ax.bbox.x1
+    # A rotated label is a line of text across: its height, and a little air (more labels than fit: smaller).
+    fontsize = min(8.0, max(5.0, (x1 - x0) / max(1, len(items)) / 1.3 * 72 / ax.figure.dpi))
+    gap = 1.3 * fontsize * ax.figure.dpi / 72
+    spread = _spread(disp, gap=gap)
+    if spread and spread[-1] > x1 + gap:  # pushed past the right edge: the whole run moves left, not past x0
+        spread = [p - min(spread[-1] - x1, max(0.0, spread[0] - x0)) for p in spread]
     inv = ax.transData.inverted()
     leaders = []
     blend = mpl.transforms.blended_transform_factory(ax.transData, ax.transAxes)
     for (x, name), px in zip(items, spread, strict=True):
         xl = inv.transform((px, ax.transData.transform((x, y0))[1]))[0]
-        ax.text(xl, 1.045, name, transform=blend, rotation=90, ha="center", va="bottom", fontsize=8, color="#333",
-                clip_on=False)
+        ax.text(xl, 1.045, name, transform=blend, rotation=90, ha="center", va="bottom", fontsize=fontsize,
+                color="#333", clip_on=False)
         leaders.append([(x, 1.0), (xl, 1.04)])
     # Plain text and one line collection: arrows (annotate) cost several times more to draw.
     ax.add_collection(LineCollection(leaders, colors="#999", linewidths=0.6, transform=blend, clip_on=False))
@@ -190,7 +207,7 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
         peaks = [p for r in roofs for p in r.peaks.values()]
         # Room left of the lowest point for the memory roof's label.
         xlo = 10 ** math.floor(math.log10(min(xs.min(), *ridges) / 20)) if ridges else xs.min() / 10
-        xhi = max(xs.max(), *ridges) * 100 if ridges else xs.max() * 10  # room for the roof labels
+        xhi = max(xs.max(), *ridges) * 30 if ridges else xs.max() * 10  # room for the roof labels
         ylo = 10 ** math.floor(math.log10(min(ys.min(), xlo * min((r.bandwidth for r in roofs), default=ys.min()))))
         ylo = max(ylo, ys.min() / 100)
         yhi = max(ys.max(), *peaks) * 3 if peaks else ys.max() * 10
@@ -220,7 +237,8 @@ def roofline_figure(records: pd.DataFrame, *, title: str | None = None,
         fig.suptitle(title or f"Roofline: {subject} on {label(gpu_name, 60)}", x=0.105, ha="left",
                      y=0.985 if n_problems == 1 else top + 0.06,
                      fontsize=13, fontweight="bold")
-        _legend(fig, order, styles, roofs, hacked, top, problems if 1 < n_problems <= MAX_NUMBERED_PROBLEMS else [])
+        _legend(fig, order, styles, roofs, hacked, top, problems if 1 < n_problems <= MAX_NUMBERED_PROBLEMS else [],
+                noisy="noisy" in best.columns and bool((best["noisy"].fillna("") != "").any()))
         skipped = int((records["status"] != "PASSED").sum())
         extra = [f"{skipped} failed result(s) not plotted"] if skipped else []
         if no_flops:
@@ -235,7 +253,7 @@ def _draw_roofs(ax, roofs: list[Roof], xlo: float, xhi: float) -> None:
     the second's below, so two close roofs (datasheet and measured) stay readable."""
     ridges: list[tuple[float, str]] = []
     for i, roof in enumerate(roofs):
-        ls = ROOF_STYLE.get(roof.kind, "--")
+        ls = roof.style
         above = i % 2 == 0
         top_ridge = max(roof.ridge(d) for d in roof.peaks)
         ax.plot([xlo, top_ridge], [roof.bandwidth * xlo, roof.bandwidth * top_ridge], ls=ls, color="#333", lw=1.4,
@@ -256,7 +274,7 @@ def _draw_roofs(ax, roofs: list[Roof], xlo: float, xhi: float) -> None:
                         xytext=(-4, 3 if above else -3), textcoords="offset points", fontsize=8, ha="right",
                         va="bottom" if above else "top", color="#333")
             ax.plot([ridge, ridge], [ax.get_ylim()[0], peak], ls=":", color="#999", lw=0.8, zorder=1)
-            ridges.append((ridge, f"ridge {ridge:.0f} FLOP/B ({SHORT_DTYPE.get(dtype, dtype)}, {roof.kind})"))
+            ridges.append((ridge, f"ridge {ridge:.3g} FLOP/B ({SHORT_DTYPE.get(dtype, dtype)}, {roof.kind})"))
     # Ridge labels stand at the foot of their drop lines, where the chart is empty (below the diagonal).
     y0 = ax.get_ylim()[0]
     ridges.sort()
@@ -280,30 +298,87 @@ def _draw_points(ax, best: pd.DataFrame, order: list[str], styles: dict, hacked:
             ax.add_collection(LineCollection(segments, colors=st.color, linewidths=1.1, alpha=0.55, zorder=4,
                                              linestyles=":" if cand in hacked else "-"))
         # A candidate caught reward hacking is drawn hollow: its numbers are not to be trusted.
-        ax.scatter(c["arithmetic_intensity"], c["achieved_flops_per_s"], marker=st.marker, s=42, zorder=5,
-                   facecolors="white" if cand in hacked else st.color,
-                   edgecolors=st.color if cand in hacked else "white", linewidths=1.2 if cand in hacked else 0.6)
+        marks = ax.scatter(c["arithmetic_intensity"], c["achieved_flops_per_s"], marker=st.marker, s=42, zorder=5,
+                           facecolors="white" if cand in hacked else st.color,
+                           edgecolors=st.color if cand in hacked else "white", linewidths=1.2 if cand in hacked else 0.6)
+        tooltips(ax.figure, marks, [_point_title(r) for r in c.to_dict("records")])
+        noisy = c[c["noisy"].fillna("") != ""] if "noisy" in c.columns else c.iloc[:0]
+        if len(noisy):  # a ring around a time too noisy to rank on
+            ax.scatter(noisy["arithmetic_intensity"], noisy["achieved_flops_per_s"], **NOISY_RING)
+
+
+# A time too noisy to rank on (solbench.data.noise): a dashed ring around its point, in every chart.
+NOISY_RING = {"marker": "o", "s": 150, "facecolors": "none", "edgecolors": "#222", "linewidths": 1.0,
+              "linestyles": "--", "zorder": 6}
+NOISY_LABEL = "noisy timing (95% interval > 10%\nof the median, or p90 > 1.5x it)"
+
+
+def _point_title(r: dict) -> str:
+    """A point's hover text (SVG): what it is and its numbers."""
+    text = (f"{one_line(r['problem'], 80)} · {one_line(r['workload'], 60)}\n{one_line(r['solution'], 60)}: "
+            f"SOL {sol_text(r['sol'])}, {si(r['time_s'], 's')}, {si(r['achieved_flops_per_s'], 'FLOP/s')}, "
+            f"{r['arithmetic_intensity']:.3g} FLOP/B")
+    return text + (f"\n{r['noisy']}" if r.get("noisy") else "")
 
 
 def _number_problems(ax, best: pd.DataFrame, problems: list[str]) -> None:
-    """Several problems: each trajectory's high-intensity end carries the problem's number (see legend)."""
-    for k, prob in enumerate(problems, 1):
+    """Several problems: each trajectory's high-intensity end carries the problem's number (see legend),
+    the numbers pushed apart (and off the points and roof labels) with a leader line where moved far."""
+    fig = ax.figure
+    renderer = _renderer(fig)
+    fixed = [t.get_window_extent(renderer).extents for t in ax.texts]  # roof and ridge labels, drawn already
+    fontsize = 8 if len(problems) <= 20 else 6.5
+    style = {"ha": "center", "va": "center", "fontsize": fontsize, "fontweight": "bold", "color": "#222", "zorder": 7,
+             "bbox": {"boxstyle": "circle,pad=0.15", "fc": "white", "ec": "#888", "lw": 0.6}}
+    ends = []
+    for prob in problems:
         p = best[best["problem"] == prob]
         end = p[p["arithmetic_intensity"] == p["arithmetic_intensity"].max()]
-        ax.annotate(str(k), (float(end["arithmetic_intensity"].iloc[0]), float(end["achieved_flops_per_s"].max())),
-                    xytext=(0, 7), textcoords="offset points", ha="center", va="bottom", fontsize=8,
-                    fontweight="bold", color="#222",
-                    bbox={"boxstyle": "circle,pad=0.15", "fc": "white", "ec": "#888", "lw": 0.6})
+        ends.append((float(end["arithmetic_intensity"].iloc[0]), float(end["achieved_flops_per_s"].max())))
+    sizes = np.array([_label_size(ax, str(k), style, renderer) for k in range(1, len(problems) + 1)])
+    anchors = ax.transData.transform(ends)
+    points = ax.transData.transform(best[["arithmetic_intensity", "achieved_flops_per_s"]].to_numpy())
+    centres = place_labels(anchors, sizes, points, np.array(fixed), tuple(ax.bbox.extents),
+                           offset=float(sizes[:, 1].max()) * 0.5 + 5)
+    to_points = 72 / fig.dpi
+    for k, (end, anchor, centre, size) in enumerate(zip(ends, anchors, centres, sizes, strict=True), 1):
+        far = np.hypot(*(centre - anchor)) > 0.9 * size.max()  # moved off its point: a line back to it
+        ax.annotate(str(k), end, xytext=tuple((centre - anchor) * to_points), textcoords="offset points", **style,
+                    arrowprops={"arrowstyle": "-", "color": "#777", "lw": 0.6, "shrinkA": 0, "shrinkB": 3,
+                                "relpos": (0.5, 0.5)} if far else None)
+
+
+def _label_size(ax, text: str, style: dict, renderer) -> np.ndarray:  # noqa: ANN001
+    """A numbered label's size on the figure (pixels), measured by drawing it once."""
+    mark = ax.annotate(text, (0.5, 0.5), xycoords="axes fraction", **style)
+    mark.draw(renderer)  # the circle around the number is sized when drawn
+    size = mark.get_bbox_patch().get_window_extent(renderer).size
+    mark.remove()
+    return size
+
+
+def _renderer(fig: Figure):  # noqa: ANN202 - the backend's renderer type
+    """A renderer to measure text with, before the figure is saved (Agg: what PNG output uses)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    return canvas.get_renderer()
 
 
 def _legend(fig: Figure, order: list[str], styles: dict, roofs: list[Roof], hacked: set[str], top: float,
-            problems: list[str]) -> None:
+            problems: list[str], noisy: bool = False) -> None:
     handles = [Line2D([], [], color=styles[c].color, marker=styles[c].marker, lw=1.1, ms=7,
                       ls=":" if c in hacked else "-", markerfacecolor="white" if c in hacked else styles[c].color,
                       label=label(c, 34) + (" (REWARD_HACK)" if c in hacked else ""))
                for c in order]
-    handles += [Line2D([], [], color="#333", ls=ROOF_STYLE.get(r.kind, "--"), lw=1.4, label=f"{r.kind} roof")
+    handles += [Line2D([], [], color="#333", ls=r.style, lw=1.4,
+                       label=f"{r.kind} roof" + (" (as recorded)" if r.recovered else ""))
                 for r in roofs]
+    if noisy:
+        handles.append(Line2D([], [], ls="none", marker="o", ms=11, mfc="none", mec="#222", label=NOISY_LABEL))
     handles += [Line2D([], [], ls="none", label=f"({k}) {label(p, 40)}") for k, p in enumerate(problems, 1)]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.70, top), frameon=False,
-               title="candidate (a marker per workload)", alignment="left", title_fontsize=9)
+    # A long key (a library chart numbers 40+ problems) gets a smaller font to fit beside the axes.
+    fontsize = 9 if len(handles) <= 26 else max(5.0, 9 * 26 / len(handles))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.70, top), frameon=False, fontsize=fontsize,
+               title="candidate (a marker per workload)", alignment="left", title_fontsize=9,
+               labelspacing=0.5 if len(handles) <= 26 else 0.25, handlelength=2.0)

@@ -28,6 +28,7 @@ from solbench.present.chart_style import (
     single_gpu,
 )
 from solbench.present.ranking import best_results
+from solbench.present.roofline_chart import NOISY_LABEL, NOISY_RING
 from solbench.units import sol_text
 
 MEMORY_HATCH = "////"
@@ -87,6 +88,9 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None, notes: Sequen
                     Patch(facecolor="#ddd", edgecolor="#555", label="compute-bound workload"),
                     Line2D([], [], color="#c0392b", ls="--", label="SOL = 1 (speed of light)"),
                     Line2D([], [], color="#555", marker="x", ls="none", label="failed (status shown)")]
+        if "noisy" in best.columns and (best["noisy"].fillna("") != "").any():
+            handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="none", mec="#222",
+                                  label=NOISY_LABEL + "\n(ringed along the panel's top)"))
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=((1.0 + plot_w) / width, 1 - 0.75 / height),
                    frameon=False, title="candidate",
                    alignment="left")
@@ -106,24 +110,31 @@ def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame
 
     n = max(1, len(cands))
     width = 0.84 / n
-    sol_of = {(w, c): s for w, c, s in zip(best.loc[best["problem"] == prob, "workload"],
-                                           best.loc[best["problem"] == prob, "solution"],
-                                           best.loc[best["problem"] == prob, "sol"], strict=True)}
+    mine = best[best["problem"] == prob]
+    sol_of = {(w, c): s for w, c, s in zip(mine["workload"], mine["solution"], mine["sol"], strict=True)}
+    noisy = {(w, c) for w, c, n in zip(mine["workload"], mine["solution"], mine["noisy"], strict=True) if n} \
+        if "noisy" in mine.columns else set()
     show_values = len(wl) * n <= MAX_VALUE_LABELS
     hatches = [MEMORY_HATCH if b == "memory" else None for b in wl["bound"]]
     for j, cand in enumerate(cands):
         xs = np.arange(len(wl)) - 0.42 + width * (j + 0.5)
         bars: list[tuple[float, float, str | None]] = []
         failed: list[tuple[float, str]] = []
+        rings: list[tuple[float, float]] = []
         for x, w, hatch in zip(xs, wl.index, hatches, strict=True):
             if (sol := sol_of.get((w, cand))) is not None:
                 bars.append((x, sol, hatch))
+                if (w, cand) in noisy:
+                    rings.append((x, sol))
             elif (status := failures.get((prob, w, cand))) is not None:
                 failed.append((x, status))
         if bars:  # one call per candidate: a bar() call per bar costs more than drawing it
             bx, bs, bh = zip(*bars, strict=True)
             ax.bar(bx, bs, width * 0.92, color=styles[cand].color, hatch=list(bh), edgecolor="white",
                    linewidth=0.4, alpha=0.45 if cand in hacked else 1.0)
+            if rings:  # the roofline's dashed ring, in a row along the panel's top: a time too noisy to rank on
+                ax.scatter([x for x, _ in rings], [above(ymin, 0.92) if log else ymax * 0.92] * len(rings),
+                           **{**NOISY_RING, "s": 70, "zorder": 4})
             if show_values:
                 for x, sol in zip(bx, bs, strict=True):
                     text = sol_text(sol)  # upright only when there is room for it above its bar

@@ -1,18 +1,22 @@
-"""Candidates: a Python file defining ``run(...)``.
+"""Candidates: a Python file defining ``run(...)`` (and optionally ``setup(...)``), or a ``.cu`` file.
 
 The parent only describes a candidate file (name, path, hash) and never imports it; the worker
 loads it with :func:`load_candidate`. Any failure while importing (syntax error, missing module,
 an exception or ``sys.exit`` at import time) or a missing ``run`` is a :class:`CandidateLoadError`,
-which the worker reports as ``COMPILE_ERROR``. A candidate that reuses another file next to it (its
+which the worker reports as ``COMPILE_ERROR``; so is a ``run`` whose signature cannot take the problem's
+inputs (checked before any call, :func:`signature_mismatch`; the parent reads the same from the file's
+source without running it, :func:`source_run_mismatch`). A candidate that reuses another file next to it (its
 ``torch_eager.py``, a helper) loads it with :func:`load_sibling`, exported as ``solbench.load_sibling``.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import inspect
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +24,8 @@ from typing import Any
 
 from solbench.data.inputs import import_file, module_name
 from solbench.errors import SolbenchError
+
+CANDIDATE_SUFFIXES = (".py", ".cu")  # Python candidates, and CUDA C++ ones (worker/cuda_source.py)
 
 
 class CandidateError(SolbenchError):
@@ -58,8 +64,9 @@ def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:
     for p in map(Path, paths):
         if not p.is_file():
             raise CandidateError(f"candidate {p} not found: pass --solution with a path to a .py file defining run()")
-        if p.suffix != ".py":
-            raise CandidateError(f"candidate {p} is not a .py file: a candidate is a Python file defining run()")
+        if p.suffix not in CANDIDATE_SUFFIXES:
+            raise CandidateError(f"candidate {p} is neither a .py nor a .cu file: a candidate is a Python file "
+                                 "defining run(), or a CUDA C++ file exposing run (README, 'The candidate file')")
         files.append(p.resolve())
     stems = [f.stem for f in files]
     out = []
@@ -69,10 +76,49 @@ def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:
     return out
 
 
-def shipped_candidates(problem_folder: Path) -> list[Path]:
-    """The candidates shipped with a problem: ``solutions/*.py`` next to its problem.yaml."""
+def missing_requirements(path: Path) -> list[str]:
+    """The modules a candidate's ``REQUIRES = [...]`` names that are not installed (read with ast,
+    never imported): library baselines (``liger_*.py``) are skipped, not failed, without their library."""
+    import ast
+    import importlib.util
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["REQUIRES"]:
+            try:
+                names = [str(n) for n in ast.literal_eval(node.value)]
+            except ValueError:
+                return []
+            return [n for n in names if importlib.util.find_spec(n) is None]
+    return []
+
+
+def _solution_files(problem_folder: Path) -> list[Path]:
     folder = problem_folder / "solutions"
-    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix in CANDIDATE_SUFFIXES and not p.name.startswith("_"))
+
+
+def shipped_candidates(problem_folder: Path) -> list[Path]:
+    """The candidates shipped with a problem: ``solutions/*.py`` and ``*.cu`` next to its problem.yaml,
+    but those whose ``REQUIRES`` names a module not installed (:func:`skipped_candidates`)."""
+    return [p for p in _solution_files(problem_folder) if not (p.suffix == ".py" and missing_requirements(p))]
+
+
+def skipped_candidates(problem_folder: Path) -> list[tuple[Path, list[str]]]:
+    """The shipped candidates left out for a missing module, each with the modules it lacks."""
+    found = [(p, missing_requirements(p)) for p in _solution_files(problem_folder) if p.suffix == ".py"]
+    return [(p, missing) for p, missing in found if missing]
+
+
+def skipped_line(problem: str, path: Path, missing: list[str]) -> str:
+    """The one line a run prints for a shipped candidate it leaves out (never a silent skip)."""
+    modules = ", ".join(missing)
+    return f"skipped: {problem} {path.name}: needs {modules}, not installed here (install it to run this candidate)"
 
 
 def load_sibling(file: str | Path, name: str) -> ModuleType:
@@ -100,14 +146,20 @@ def _import_failure(err: BaseException) -> CandidateLoadError:
                               traceback.format_exc())
 
 
-def load_candidate(path: str | Path) -> Callable[..., Any]:
-    """Import a candidate file by path and return its ``run``. Raises CandidateLoadError (worker side)."""
-    path = Path(path)
+def _import_candidate(path: Path) -> ModuleType:
+    """Import a Python candidate, or build a ``.cu`` one; any failure is a CandidateLoadError."""
+    if path.suffix == ".cu":
+        from solbench.worker.cuda_source import CudaBuildError, build_cuda_candidate
+
+        try:
+            return build_cuda_candidate(path)
+        except CudaBuildError as err:
+            raise CandidateLoadError(f"{path.name} does not compile: {err}", err.log) from None
     # Helper modules next to the candidate are importable; appended so they never shadow libraries.
     if str(path.parent) not in sys.path:
         sys.path.append(str(path.parent))
     try:
-        module = import_file(path, module_name("solbench_candidate_", path))
+        return import_file(path, module_name("solbench_candidate_", path))
     except ImportError as err:  # name None: the file itself is not a module; else an import inside it failed
         raise (CandidateLoadError(str(err)) if err.name is None else _import_failure(err)) from None
     except SyntaxError as err:
@@ -120,11 +172,83 @@ def load_candidate(path: str | Path) -> Callable[..., Any]:
         if isinstance(err, KeyboardInterrupt):
             raise
         raise _import_failure(err) from None
+
+
+def load_entry_points(path: str | Path) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+    """Import (or build) a candidate and return ``(run, setup)``; ``setup`` is None when the file
+    defines none. Raises CandidateLoadError (worker side)."""
+    path = Path(path)
+    module = _import_candidate(path)
     run = getattr(module, "run", None)
     if run is None:
         raise CandidateLoadError(f"{path.name} defines no run(); a candidate must define run(...) with the "
                                  "reference's arguments")
     if not callable(run):
         raise CandidateLoadError(f"{path.name}: run is a {type(run).__name__}, not a function")
-    return run
+    setup = getattr(module, "setup", None)
+    if setup is not None and not callable(setup):
+        raise CandidateLoadError(f"{path.name}: setup is a {type(setup).__name__}, not a function")
+    return run, setup
+
+
+def _arity_text(params: str, why: str, inputs: Sequence[str], problem: str) -> str:
+    gives = f"{len(inputs)} input{'s' if len(inputs) != 1 else ''} ({', '.join(inputs)})"
+    return (f"run({params}) cannot take the {gives} that {problem or 'the problem'} passes, in that order "
+            f"({why}): give run() one parameter per input")
+
+
+def signature_mismatch(run: Callable[..., Any], inputs: Sequence[str], problem: str = "") -> str | None:
+    """Why ``run`` cannot be called with the problem's inputs (given positionally), or None when it can
+    (or when its signature cannot be read: a C function, a compiled wrapper)."""
+    try:
+        sig = inspect.signature(run)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*range(len(inputs)))
+    except TypeError as err:
+        return _arity_text(", ".join(sig.parameters), str(err), inputs, problem)
+    return None
+
+
+def check_entry_points(path: str | Path, run: Callable[..., Any], setup: Callable[..., Any] | None,
+                       inputs: Sequence[str] | None, problem: str = "") -> None:
+    """Raise CandidateLoadError when ``run`` (or ``setup``) cannot take the problem's ``inputs``; no
+    check when the parent sent none."""
+    if inputs is None:
+        return
+    for name, fn in (("run", run), ("setup", setup)):
+        mismatch = signature_mismatch(fn, inputs, problem) if fn is not None else None
+        if mismatch:
+            raise CandidateLoadError(f"{Path(path).name}: {mismatch.replace('run(', name + '(', 1)}")
+
+
+def source_run_mismatch(path: Path, inputs: Sequence[str], problem: str = "") -> str | None:
+    """The same check read from the file's source, never run: None unless a plain top-level ``def run``
+    (not rebound later) certainly cannot take ``len(inputs)`` positional arguments."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "run"]
+    bound = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "run" and isinstance(n.ctx, ast.Store)]
+    if len(defs) != 1 or bound or defs[0].decorator_list:
+        return None
+    args = defs[0].args
+    positional = [*args.posonlyargs, *args.args]
+    required = len(positional) - len(args.defaults)
+    kw_required = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
+    n = len(inputs)
+    if n >= required and (n <= len(positional) or args.vararg) and not kw_required:
+        return None
+    names = [a.arg for a in positional] + ([f"*{args.vararg.arg}"] if args.vararg else [])
+    why = (f"it needs keyword argument(s) {', '.join(kw_required)}" if kw_required else
+           f"it takes {required if required == len(positional) else f'{required} to {len(positional)}'} "
+           "positional argument(s)")
+    return _arity_text(", ".join(names), why, inputs, problem)
+
+
+def load_candidate(path: str | Path) -> Callable[..., Any]:
+    """Import a candidate file by path and return its ``run``. Raises CandidateLoadError (worker side)."""
+    return load_entry_points(path)[0]
 

@@ -43,6 +43,7 @@ from solbench.worker.wire import ProtocolError, WireClosed, WireError, WireTimeo
 
 _EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own
 START_TIMEOUT_S = 300.0  # worker start-up (imports torch): the harness's cost, not the candidate's
+ACCEPT_POLL_S = 0.2  # how often a wait for a worker under a launcher checks the launcher is alive
 
 
 class WorkerFailure(Exception):
@@ -88,7 +89,7 @@ def _python_path() -> str:
     another), then the parent's PYTHONPATH."""
     import site
 
-    paths = [str(Path(__file__).resolve().parent.parent)]
+    paths = [str(Path(__file__).resolve().parents[2])]  # the folder holding the solbench package
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user_site and os.path.isdir(user_site):
         paths.append(user_site)
@@ -115,9 +116,21 @@ class WorkerClient:
     """One worker process for one candidate on one device; ``guards=False`` starts it without its guards."""
 
     def __init__(self, device: str, guards: bool = True, account: tuple[int, int] | None = None,
-                 reads: tuple[str, ...] = ()):
+                 reads: tuple[str, ...] = (), launcher: tuple[str, ...] = (), transport: str = "memfd"):
         self.device = device
         self.guards = guards
+        # How tensors travel (RunOptions.transport, resolved): "device" (a CUDA pool shared with this
+        # worker alone, solbench.worker.devwire) or "memfd" (through the host, solbench.worker.wire).
+        # The device route falls back to memfd for good when either side cannot map the pool.
+        self.transport = transport
+        self.transport_note: str | None = None  # why it fell back
+        self.pool: Any = None  # the parent's side of the device pool, made with the first message
+        # A profiler's command line the worker runs under (solbench profile: ncu ...). The worker then
+        # connects to a socket in its folder instead of inheriting one (a launcher may close the fds
+        # it does not know), and is told (--profiler) to leave local TCP open to the profiler.
+        self.launcher = launcher
+        self.listener: socket.socket | None = None
+        self.worker_pid: int | None = None  # from its hello (under a launcher, not proc.pid)
         self.account = account  # (uid, gid) to run as (the parent is root), or None: this user
         self.reads = reads  # folders the worker may read besides the Python installation (the candidate's)
         self.cgroup: Path | None = None
@@ -129,6 +142,7 @@ class WorkerClient:
         self.spawned_at = 0.0
         self.ready = False
         self.ready_at = 0.0
+        self.up_at = 0.0
 
     # --- lifecycle -----------------------------------------------------------------------------
     def spawn(self) -> None:
@@ -136,15 +150,21 @@ class WorkerClient:
         self.dir = Path(tempfile.mkdtemp(prefix=PREFIX))
         track(self)
         self._prepare_folder()
-        parent_sock, child_sock = socket.socketpair()
+        if self.launcher:
+            parent_sock, child_sock = self._listen(), None
+            channel = ["--connect", str(self.dir / "channel.sock")]
+        else:
+            parent_sock, child_sock = socket.socketpair()
+            channel = ["--fd", str(child_sock.fileno())]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "solbench.worker", *self._arguments(child_sock.fileno())],
-                pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log,
+                [*self.launcher, sys.executable, "-m", "solbench.worker", *channel, *self._arguments()],
+                pass_fds=[child_sock.fileno()] if child_sock else [], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir, self._user_name()),
                 start_new_session=True,
             )
-        child_sock.close()
+        if child_sock is not None:
+            child_sock.close()
         self.cgroup = join_cgroup(self.proc.pid, self.dir.name)
         self.sock = parent_sock
         self.spawned_at = time.monotonic()
@@ -159,8 +179,18 @@ class WorkerClient:
             for path in (self.dir, *(self.dir / name for name in HOME_VARS.values())):
                 os.chown(path, *self.account)
 
-    def _arguments(self, fd: int) -> list[str]:
-        args = ["--fd", str(fd), "--parent", str(os.getpid()), *([] if self.guards else ["--no-guards"])]
+    def _listen(self) -> socket.socket:
+        """A listening socket in the worker's folder, for a worker started under a launcher."""
+        assert self.dir is not None
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(self.dir / "channel.sock"))
+        self.listener.listen(1)
+        return self.listener
+
+    def _arguments(self) -> list[str]:
+        # Under a launcher the worker's parent is the launcher: it watches that one (its default).
+        parent = [] if self.launcher else ["--parent", str(os.getpid())]
+        args = [*parent, *([] if self.guards else ["--no-guards"]), *(["--profiler"] if self.launcher else [])]
         if self.account is not None:
             args += ["--user", f"{self.account[0]}:{self.account[1]}"]
         for folder in self.reads:
@@ -183,6 +213,8 @@ class WorkerClient:
         if self.ready:
             return
         try:
+            if self.sock is self.listener:
+                self.sock = self._accept(self.spawned_at + timeout_s)
             hello = recv_message(self.sock, self.spawned_at + timeout_s, max_tensor_bytes=0)
         except WireError as err:
             code = self._stop()
@@ -192,8 +224,50 @@ class WorkerClient:
             self._stop()
             raise WorkerStartError(f"the worker process sent {clean_log(str(hello)[:200])} instead of hello")
         self.sandbox = hello.get("sandbox") if isinstance(hello.get("sandbox"), dict) else {}
+        self.worker_pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
         self.ready = True
         self.ready_at = time.monotonic()
+        # When it was up (CLOCK_MONOTONIC is the machine's), not when its hello was read: a worker
+        # started ahead may have waited a long while for its turn.
+        at = hello.get("at")
+        self.up_at = at if isinstance(at, float) and self.spawned_at <= at <= self.ready_at else self.ready_at
+
+    def _accept(self, deadline: float) -> socket.socket:
+        """The worker's connection to the listening socket, by ``deadline``; the listener is closed.
+        A launcher that exits first (ncu refusing an option, or without counter permissions) ends
+        the wait at once: the worker it was to start will never connect."""
+        assert self.listener is not None
+        try:
+            while True:
+                self.listener.settimeout(min(max(deadline - time.monotonic(), 0.001), ACCEPT_POLL_S))
+                try:
+                    conn, _ = self.listener.accept()
+                    break
+                except TimeoutError:
+                    if self.proc is not None and self.proc.poll() is not None:
+                        raise WireTimeout("the launcher exited before the worker connected") from None
+                    if time.monotonic() >= deadline:
+                        raise WireTimeout("the worker did not connect") from None
+                except OSError:
+                    raise WireTimeout("the worker did not connect") from None
+        finally:
+            self.listener.close()
+        conn.settimeout(None)
+        return conn
+
+    def finish(self, timeout_s: float) -> int | None:
+        """Ask the worker to exit and wait, at most ``timeout_s``, for the process started (a launcher:
+        it writes its report after the worker exits) to end on its own; then stop what is left."""
+        if self.sock is not None and self.proc is not None and self.proc.poll() is None:
+            try:
+                send_message(self.sock, {"op": "exit"}, time.monotonic() + 1.0)
+            except WireError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        return self._stop()
 
     @property
     def log_path(self) -> Path:
@@ -206,12 +280,40 @@ class WorkerClient:
 
     def send(self, header: dict[str, Any], timeout_s: float) -> None:
         """Send a request; raise WorkerFailure if the worker is gone or does not take it in time."""
-        self._guard(lambda deadline: send_message(self.sock, header, deadline), timeout_s)
+        self._guard(lambda deadline: self._send(header, deadline), timeout_s)
+
+    def _send(self, header: dict[str, Any], deadline: float) -> None:
+        if self.transport == "device":
+            from solbench.worker.devwire import ParentPool, device_index
+            from solbench.worker.vmm import DeviceShareError
+
+            try:
+                if self.pool is None:
+                    self.pool = ParentPool(device_index(self.device))
+                return self.pool.send(self.sock, header, deadline)
+            except DeviceShareError as err:  # raised before anything is sent
+                self._fall_back(f"the parent could not share device memory: {err}")
+        send_message(self.sock, header, deadline)
 
     def receive(self, timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:
         """The reply to the last request, or WorkerFailure (the worker is then gone)."""
-        return self._guard(lambda deadline: recv_message(self.sock, deadline, max_tensor_bytes=max_reply_bytes),
-                           timeout_s)
+        return self._guard(lambda deadline: self._receive(deadline, max_reply_bytes), timeout_s)
+
+    def _receive(self, deadline: float, max_reply_bytes: int) -> dict[str, Any]:
+        reply = recv_message(self.sock, deadline, max_tensor_bytes=max_reply_bytes, device=self.pool)
+        if self.pool is not None:
+            reply = self.pool.resolve(reply)  # fresh parent copies of the inputs the worker left in the pool
+        status = reply.pop("transport", None)  # the load's answer to the device pool sent with it
+        if status is not None and status != "device":
+            self._fall_back(f"the worker could not map the shared device pool: {clean_log(str(status)[:300])}")
+        return reply
+
+    def _fall_back(self, why: str) -> None:
+        """From now on, this worker's tensors go by memfd."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        self.transport, self.transport_note = "memfd", why
 
     def request(self, header: dict[str, Any], timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:
         """Send a request and return the reply within ``timeout_s`` in all, or raise WorkerFailure."""
@@ -289,6 +391,9 @@ class WorkerClient:
                 pass
             code = self.returncode = self.proc.wait()
             self.proc = None  # reaped: never signal this pid again
+        if self.pool is not None:  # the worker is gone: its mapping with it; now the parent's
+            self.pool.close()
+            self.pool = None
         if self.sock is not None:
             self.sock.close()
             self.sock = None

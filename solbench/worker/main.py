@@ -12,9 +12,14 @@ Protocol: every message is a JSON header plus raw tensor frames (:mod:`solbench.
 pickled). The worker sends data only; the parent decides every verdict. Requests and replies:
 
 ``hello`` (worker -> parent, once at start)
-    ``{"op": "hello", "pid": int}``
+    ``{"op": "hello", "pid": int, "sandbox": {...}, "at": float}`` (``at``: its ``time.monotonic()``, when it was up)
 ``{"op": "load", "path": str, "device": "cpu"|"cuda"}``
     -> ``{"ok": true}`` or ``{"ok": false, "kind": "compile", "message": str}``
+    (``"setup": true`` in the ok reply when the candidate defines ``setup``)
+``{"op": "setup", "inputs": [value...]}``
+    Calls the candidate's ``setup(*inputs)`` once, untimed, on device copies of a setup case (inputs
+    from a seed of their own, never used again): planning, workspaces, autotuning. -> ``{"ok": true,
+    "findings": [...]}``; the return value is discarded (docs/engine.md, "Setup outside the timed call").
 ``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...]}``
     Runs ``run(*inputs)`` once on fresh device copies of the inputs.
     -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
@@ -28,8 +33,16 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
     "samples": int, "kept": [{"sample", "set", "outputs": [output...]}...], "refresh": {"set",
     "outputs"} or null, "sets_after": [[value...]...], "findings": [...]}``; ``sets_after`` compares
     each set with its copy taken before timing *plus the harness's own edits and refresh*.
+``{"op": "profile", "inputs": [value...], "expect": [...]}``
+    As ``call``, with the call alone between cudaProfilerStart and cudaProfilerStop (and in an NVTX
+    range ``solbench.profile``): what Nsight Compute collects under ``solbench profile``.
 ``{"op": "exit"}``
     The worker exits 0.
+
+On the device route (:mod:`solbench.worker.devwire`) a request's tensors arrive as views of a GPU
+pool shared with the parent (the load brings the pool; its reply adds ``"transport": "device"`` or
+why not); the worker takes no copies of them, returns its outputs through the pool's reply area
+and names an input after the call as ``{"$shared": j}``: the parent reads and judges it there.
 
 Every call of ``run`` (``call``, the timed calls, the guards' memoization probe) is made by
 :func:`solbench.worker.calls.drive` from :meth:`Worker.handle`: the same frames in every phase.
@@ -135,25 +148,39 @@ class Worker:
         # ``solbench.guards.worker_findings`` does not replace the hook the worker calls.
         self.findings_hook = findings_hook
         self.run: Any = None
+        self.setup: Any = None  # the candidate's setup(...), when it defines one
         self.device = "cpu"
+        # The device route's pool (solbench.worker.devwire.WorkerPool), set by serve: while it serves a
+        # request, the inputs are views of memory shared with the parent, which checks them itself.
+        self.pool: Any = None
+
+    def _shared(self, v: Any) -> int | None:
+        """Which tensor of a device-route request ``v`` is, or None (not one, or another route)."""
+        return self.pool.index_of(v) if self.pool is not None else None
+
+    @property
+    def _on_device_route(self) -> bool:
+        return self.pool is not None and self.pool.serving
 
     # --- helpers -------------------------------------------------------------------------------
     def _to_device(self, values: list[Any]) -> list[Any]:
         import torch
 
         # A fresh copy (own, aligned allocation) for every call: inputs never share memory with
-        # the message buffers or with each other.
-        return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+        # the message buffers or with each other. On the device route they are already that: each
+        # one its own region of the pool, which holds only this worker's data.
+        return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) and self._shared(v) is None else v
+                for v in values]
 
-    @staticmethod
-    def _pristine(values: list[Any]) -> list[Any]:
-        """Device copies of the tensor inputs, taken before the call, to compare with after it."""
+    def _pristine(self, values: list[Any]) -> list[Any]:
+        """Device copies of the tensor inputs, taken before the call, to compare with after it (none
+        on the device route: the parent compares the shared memory with its own pristine copies)."""
         import torch
 
-        return [torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else None for v in values]
+        return [torch.Tensor.clone(v) if isinstance(v, torch.Tensor) and self._shared(v) is None else None
+                for v in values]
 
-    @staticmethod
-    def _after(values: list[Any], shapes: list[Any], pristine: list[Any]) -> list[Any]:
+    def _after(self, values: list[Any], shapes: list[Any], pristine: list[Any]) -> list[Any]:
         """The inputs after the call: ``unchanged`` when bitwise equal to the copy taken before it,
         else their values on the CPU (the parent decides); a resized input is described, not sent.
 
@@ -169,6 +196,8 @@ class Worker:
                 out.append(v)
             elif list(v.shape) != shape:
                 out.append({"kind": "resized", "shape": list(v.shape)})
+            elif (j := self._shared(v)) is not None:
+                out.append({"$shared": j})  # the parent reads it from the pool and judges it
             elif before is not None and same_bytes(v, before):
                 out.append({"kind": "unchanged"})
             else:
@@ -213,7 +242,9 @@ class Worker:
                                and T.untyped_storage(v).data_ptr() == ptr]
             want = expect[i] if i < len(expect) else None
             if want is not None and want["shape"] == shape and want["dtype"] == dtype:
-                desc["data"] = T.detach(item).to("cpu")  # copied here, so a device error is this call's
+                # Copied here, so a device error is this call's (on the device route, into the
+                # reply area when the reply is encoded, still within this request).
+                desc["data"] = T.detach(item) if self._on_device_route else T.detach(item).to("cpu")
             out.append(desc)
         return out
 
@@ -222,7 +253,7 @@ class Worker:
 
     # --- requests ------------------------------------------------------------------------------
     def load(self, msg: dict) -> dict:
-        from solbench.worker.candidate import CandidateLoadError, load_candidate
+        from solbench.worker.candidate import CandidateLoadError, check_entry_points, load_entry_points
 
         self.device = msg.get("device", "cpu")
         if self.device.startswith("cuda"):
@@ -231,16 +262,31 @@ class Worker:
             torch.cuda.init()
             torch.cuda.set_device(torch.device(self.device).index or 0)  # "cuda" in candidates means this one
         try:
-            self.run = load_candidate(msg["path"])
+            self.run, self.setup = load_entry_points(msg["path"])
+            check_entry_points(msg["path"], self.run, self.setup, msg.get("inputs"), str(msg.get("problem") or ""))
         except CandidateLoadError as err:
             if err.details:
                 print(err.details, file=sys.stderr, flush=True)
             return {"ok": False, "kind": "compile", "message": err.message}
-        return {"ok": True}
+        reply = {"ok": True, "setup": self.setup is not None}
+        if self.pool is not None and self.pool.active:  # the parent offered the device route with this load
+            reply["transport"] = self.pool.status()
+        return reply
+
+    def call_setup(self, msg: dict) -> dict:
+        """The candidate's ``setup`` on device copies of the setup case; nothing of it is sent back."""
+        if self.setup is None:
+            return {"ok": False, "kind": "protocol", "message": "the candidate defines no setup()"}
+        args = self._to_device(msg["inputs"])
+        self._sync()
+        self.setup(*args)
+        self._sync()
+        return {"ok": True, "findings": self._findings("setup", {"args": args})}
 
     def handle(self, msg: dict) -> dict:
-        """A ``call`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
-        plan = self.call(msg) if msg.get("op") == "call" else self.time(msg)
+        """A ``call``, ``profile`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
+        op = msg.get("op")
+        plan = self.call(msg) if op == "call" else self.profiled(msg) if op == "profile" else self.time(msg)
         return drive(self.run, plan)
 
     def call(self, msg: dict) -> Any:
@@ -254,7 +300,31 @@ class Worker:
         return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes, pristine),
                 "findings": self._findings("call", {"args": args, "result": result})}
 
-    def _verify(self, sets: list[list[Any]], pristine: list[list[Any]], spec: dict | None) -> Any:
+    def profiled(self, msg: dict) -> Any:
+        """The plan of a ``profile`` request: a ``call`` whose call alone the profiler collects.
+
+        The inputs are copied to the device and the copies to compare with are taken first; then
+        cudaProfilerStart, an NVTX range ``solbench.profile``, the call, a synchronize, the range's end
+        and cudaProfilerStop (Nsight Compute runs with ``--profile-from-start off``). On the CPU there
+        is no profiler: the call is made as ``call`` makes it.
+        """
+        args = self._to_device(msg["inputs"])
+        shapes, pristine = self._shapes(args), self._pristine(args)
+        self._sync()
+        profiler = _CudaProfiler() if self.device.startswith("cuda") else None
+        if profiler is not None:
+            profiler.start()
+        try:
+            result = yield args
+            self._sync()
+        finally:
+            if profiler is not None:
+                profiler.stop()
+        outputs = self._describe(result, msg["expect"], args)
+        return {"ok": True, "outputs": outputs, "inputs_after": self._after(args, shapes, pristine),
+                "findings": self._findings("call", {"args": args, "result": result})}
+
+    def _verify(self, sets: list[list[Any]], pristine: list[list[Any]] | None, spec: dict | None) -> Any:
         """The parent's checks of the timed calls over these sets (solbench.timing.Verify); the
         copies taken before timing receive the same writes."""
         spec = spec or {}
@@ -270,7 +340,7 @@ class Worker:
         sets = [self._to_device(s) for s in msg["sets"]]
         shapes = [self._shapes(s) for s in sets]
         pristine = [self._pristine(s) for s in sets]
-        verify = self._verify(sets, pristine, msg.get("verify"))
+        verify = self._verify(sets, None if self._on_device_route else pristine, msg.get("verify"))
         self._sync()
         result, last = yield from self.timing.timing_plan(sets, config, verify)
         self._sync()
@@ -289,6 +359,23 @@ class Worker:
                 "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
 
 
+class _CudaProfiler:
+    """cudaProfilerStart/Stop and an NVTX range around one profiled call."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.cuda = torch.cuda
+
+    def start(self) -> None:
+        self.cuda.profiler.start()
+        self.cuda.nvtx.range_push("solbench.profile")
+
+    def stop(self) -> None:
+        self.cuda.nvtx.range_pop()
+        self.cuda.profiler.stop()
+
+
 def _failure(err: BaseException) -> dict:
     tb = traceback.format_exc()
     print(tb, file=sys.stderr, flush=True)
@@ -304,38 +391,61 @@ def _failure(err: BaseException) -> dict:
 
 
 def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = None) -> int:
-    from solbench.worker.wire import encode_header, recv_message, send_message
+    import time
 
-    send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}})
-    handlers = {"load": worker.load, "call": worker.handle, "time": worker.handle}
+    from solbench.worker.devwire import WorkerPool
+    from solbench.worker.wire import recv_message, send_message
+
+    pool = worker.pool = WorkerPool()
+    send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}, "at": time.monotonic()})
+    handlers = {"load": worker.load, "setup": worker.call_setup, "call": worker.handle, "time": worker.handle,
+                "profile": worker.handle}
     while True:
-        msg = recv_message(sock)
+        pool.begin()
+        msg = recv_message(sock, device=pool)
         op = msg.get("op")
         if op == "exit":
             return 0
         handler = handlers.get(op)
         if handler is None:
-            reply = {"ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
+            encoded = pool.encode({"ok": False, "kind": "protocol", "message": f"unknown op {op!r}"})
+        elif pool.error is not None and op != "load":
+            encoded = pool.encode({"ok": False, "kind": "runtime",
+                                   "message": f"the worker could not map the shared device pool: {pool.error}"})
         else:
             try:
-                reply = handler(msg)
                 # Encode before sending: a reply that cannot be encoded becomes a failure reply
                 # instead of a half-sent message.
-                encode_header(reply)
+                encoded = pool.encode(handler(msg))
             except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
-                reply = _failure(err)
-        send_message(sock, reply)
+                encoded = pool.encode(_failure(err))
+        pool.send(sock, encoded)
+
+
+def _channel(fd: int | None, path: str | None) -> socket.socket:
+    """The channel to the parent: the inherited socket ``fd``, or a connection to ``path``."""
+    if fd is not None:
+        return socket.socket(fileno=fd)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    return sock
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m solbench.worker")
-    parser.add_argument("--fd", type=int, required=True, help="connected socket to the parent")
+    channel = parser.add_mutually_exclusive_group(required=True)
+    channel.add_argument("--fd", type=int, help="connected socket to the parent")
+    channel.add_argument("--connect", help="path of the parent's listening socket (a worker under a launcher)")
     parser.add_argument("--parent", type=int, default=None, help="the parent's pid (the worker dies with it)")
     parser.add_argument("--no-guards", dest="guards", action="store_false",
                         help="no guard set up, no finding reported (the engine-only comparison)")
     parser.add_argument("--user", default=None, help="uid:gid to run as (the parent runs as root)")
     parser.add_argument("--read", action="append", default=[], help="a folder the worker may read (repeatable)")
+    parser.add_argument("--profiler", action="store_true",
+                        help="runs under Nsight Compute (solbench profile): local TCP left open to its front end")
     args = parser.parse_args(argv)
+    # First, while the worker is still the user that started it: the socket file is that user's.
+    sock = _channel(args.fd, args.connect)
     _limit_resources()
     sandbox = _become_worker(args.user, args.read)
     # Trusted modules first: timing binds its timer functions at import.
@@ -343,9 +453,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.guards:
         # Baselines and process limits before the candidate is imported; the worker's folder is
         # the current one.
-        sandbox.update(setup_worker(os.getcwd(), readable=args.read))
+        sandbox.update(setup_worker(os.getcwd(), readable=args.read, block_tcp=not args.profiler))
     _die_with_parent(args.parent if args.parent is not None else os.getppid())
-    sock = socket.socket(fileno=args.fd)
     sock.set_inheritable(False)  # processes the candidate starts do not get the channel
     code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
     sock.close()

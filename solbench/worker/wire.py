@@ -254,7 +254,11 @@ def encode_header(header: dict[str, Any]) -> tuple[bytes, list[Any]]:
 
 def send_message(sock: socket.socket, header: dict[str, Any], deadline: float | None = None) -> None:
     """Send a header (its tensors travel as raw frames, or in a shared-memory file when large)."""
-    raw, tensors = encode_header(header)
+    send_encoded(sock, *encode_header(header), deadline)
+
+
+def send_encoded(sock: socket.socket, raw: bytes, tensors: list[Any], deadline: float | None = None) -> None:
+    """Send what :func:`encode_header` made of a header."""
     if not _in_shm(tensors):
         _sendall(sock, _LEN.pack(len(raw)) + raw, deadline)
         for t in tensors:
@@ -286,8 +290,12 @@ def _check_descriptor(d: Any) -> tuple[str, tuple[int, ...], int]:
     return d["dtype"], tuple(shape), math.prod(shape) * ITEMSIZE[d["dtype"]]
 
 
-def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_bytes: int = 1 << 40) -> dict[str, Any]:
-    """Receive one message; tensors come back as CPU torch tensors. Raises a WireError subclass."""
+def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_bytes: int = 1 << 40,
+                 device: Any = None) -> dict[str, Any]:
+    """Receive one message; tensors come back as CPU torch tensors. Raises a WireError subclass.
+
+    ``device`` (a :mod:`solbench.worker.devwire` pool) reads the tensors of a message marked
+    ``"wire": "cuda"``; without one such a message is a protocol error."""
     import torch
 
     from solbench.data.dtypes import torch_dtype
@@ -308,7 +316,12 @@ def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_
         total = sum(nbytes for _, _, nbytes in descs)
         if total > max_tensor_bytes:
             raise ProtocolError(f"message carries {total} tensor bytes, more than the {max_tensor_bytes} expected")
-        shm = header.pop("wire", None) == "shm"
+        wire = header.pop("wire", None)
+        if wire == "cuda":
+            if device is None or len(fds) > 1:
+                raise ProtocolError("a device-memory message on a channel without a device pool, or with many fds")
+            return unpack(header, device.read(header.pop("pool", None), descs, fds[0] if fds else None))
+        shm = wire == "shm"
         if len(fds) != (1 if shm else 0):
             raise ProtocolError(f"{len(fds)} file descriptors came with a message that needs {1 if shm else 0}")
         if shm:

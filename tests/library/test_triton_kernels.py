@@ -28,13 +28,16 @@ T_SIZES = (1, 3, 17)
 
 
 def _patch_interpreter() -> None:
-    """Two bugs of Triton 3.6's interpreter under numpy >= 2.4 that would otherwise hide real checks.
+    """Bugs of Triton's interpreter (3.6 to 3.9, numpy >= 2.4) that would otherwise hide real checks.
 
     - scalar kernel arguments are 1-element arrays, and ``int()`` of those now raises, which breaks
       ``range(0, K, BLOCK)`` loops;
     - bfloat16 is stored as uint16 and ``tl.dot`` multiplies the raw bits;
-    - float32 -> bfloat16 casts truncate, where the GPU rounds to nearest even.
-    All three are patched to do what the compiled kernel does.
+    - float32 -> bfloat16 casts truncate, where the GPU rounds to nearest even;
+    - (3.9) a mask made with ``&`` of a block and a loaded scalar comes out int32, which masked loads
+      and stores refuse; the compiled kernel reads any nonzero as true.
+    Each is patched to do what the compiled kernel does. The patches wrap the interpreter's own
+    functions (whatever their version), so they hold for the Triton that torch brought.
     """
     import numpy as np
     from triton.runtime import interpreter as interp
@@ -66,9 +69,21 @@ def _patch_interpreter() -> None:
             return interp.TensorHandle(bits, triton.language.bfloat16)
         return original_cast(self, src, dst_type)
 
+    def bool_mask(original, at: int):  # ``at``: the mask's position among the arguments after ``ptrs``
+        def masked(self, ptrs, *args, **kwargs):
+            args = list(args)
+            mask = args[at] if len(args) > at else None
+            if isinstance(mask, interp.TensorHandle) and np.asarray(mask.data).dtype != bool:
+                args[at] = interp.TensorHandle(np.asarray(mask.data) != 0, triton.language.int1)
+            return original(self, ptrs, *args, **kwargs)
+
+        return masked
+
     interp._patch_lang_tensor = patch_lang_tensor
     interp.InterpreterBuilder.cast_impl = cast_impl
     interp.InterpreterBuilder.create_dot = create_dot
+    for name, at in (("create_masked_load", 0), ("create_masked_store", 1)):
+        setattr(interp.InterpreterBuilder, name, bool_mask(getattr(interp.InterpreterBuilder, name), at))
     interp._solbench_patched = True
 
 

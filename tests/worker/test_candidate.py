@@ -34,12 +34,14 @@ def test_describe_disambiguates_equal_stems(tmp_path):
     assert [f.name for f in files] == ["a/kernel", "b/kernel"]
 
 
-def test_describe_rejects_missing_and_non_python(tmp_path):
+def test_describe_rejects_missing_and_other_files(tmp_path):
     with pytest.raises(CandidateError, match="not found"):
         describe_candidates([tmp_path / "nope.py"])
-    (tmp_path / "k.cu").write_text("")
-    with pytest.raises(CandidateError, match="not a .py file"):
-        describe_candidates([tmp_path / "k.cu"])
+    (tmp_path / "k.txt").write_text("")
+    with pytest.raises(CandidateError, match="neither a .py nor a .cu file"):
+        describe_candidates([tmp_path / "k.txt"])
+    (tmp_path / "k.cu").write_text("")  # CUDA C++ candidates are built by the worker (worker/cuda_source.py)
+    assert [f.name for f in describe_candidates([tmp_path / "k.cu"])] == ["k"]
 
 
 def test_shipped_candidates_lists_solutions(tmp_path):

@@ -187,7 +187,7 @@ def test_worker_session_load_call_errors_and_close():
     client.wait_ready(300)
     try:
         assert client.request({"op": "load", "path": str(CANDIDATES / "honest.py"), "device": "cpu"}, 60, 0) == \
-            {"ok": True}
+            {"ok": True, "setup": False}
         x, y = torch.randn(3, 4), torch.randn(3, 4)
         expect = [{"shape": [3, 4], "dtype": "float32"}]
         reply = client.request({"op": "call", "inputs": [x, y], "expect": expect}, 60, 1 << 20)

@@ -80,7 +80,7 @@ def _probe(tmp_path: Path, account: tuple[int, int] | None, monkeypatch: pytest.
     client.spawn()
     client.wait_ready(300)
     try:
-        assert client.request({"op": "load", "path": str(folder / "probe.py"), "device": "cpu"}, 60, 0) == {"ok": True}
+        assert client.request({"op": "load", "path": str(folder / "probe.py"), "device": "cpu"}, 60, 0) == {"ok": True, "setup": False}
         reply = client.request({"op": "call", "inputs": [torch.ones(1), torch.ones(1)], "expect": []}, 60, 1 << 16)
         message = reply["message"]
         found = json.loads(message[message.index("{"):])

@@ -4,8 +4,12 @@ import torch
 
 
 def make_inputs(axes: dict[str, int], generator: torch.Generator, device: str) -> dict[str, torch.Tensor]:
-    # Distinct slots (so a kernel that ignores the batch index cannot land on the right rows).
-    positions = torch.randperm(axes["L"], generator=generator, device=device)[: axes["B"]]
+    # Distinct slots (so a kernel that ignores the batch index cannot land on the right rows); a
+    # prefill's pages (B tokens, L < B slots each) get a random slot per page instead.
+    if axes["L"] >= axes["B"]:
+        positions = torch.randperm(axes["L"], generator=generator, device=device)[: axes["B"]]
+    else:
+        positions = torch.randint(0, axes["L"], (axes["B"],), generator=generator, device=device)
     return {"positions": positions}
 
 

@@ -1,0 +1,123 @@
+"""A KernelBench module (``Model``, ``get_inputs``, ``get_init_inputs``) -> a solbench problem folder.
+
+The module is copied next to the problem as ``kernelbench_module.py``; ``reference.py`` builds the
+``Model`` once and calls it through ``torch.func.functional_call`` with its parameters and buffers
+passed as inputs (after ``forward``'s own), so a candidate receives the weights like any other
+input. Shapes and dtypes come from ``get_inputs()`` and the model, built on the ``meta`` device
+(nothing is allocated, whatever the sizes). FLOPs are counted with FlopCounterMode on the meta
+tensors; when it counts none (elementwise-only modules) the problem says ``flops: 0`` and a note
+asks for a formula. Importing runs the module's code: import only files you trust as much as a
+reference.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from solbench.data.inputs import import_file, module_name
+from solbench.data.interop.flashinfer_trace import ImportRefused, _slug
+
+_REFERENCE = '''"""Reference of the KernelBench module {file}: Model(*get_init_inputs()) through functional_call."""
+
+import torch
+
+import solbench
+
+_module = solbench.load_sibling(__file__, "kernelbench_module.py")
+_model = None
+_FORWARD = {forward!r}
+_STATE = {state!r}
+
+
+def run({args}):
+    global _model
+    if _model is None:
+        with torch.device("meta"):
+            _model = _module.Model(*_module.get_init_inputs())
+    values = [{args}]
+    state = dict(zip(_STATE, values[len(_FORWARD):]))
+    return torch.func.functional_call(_model, state, tuple(values[:len(_FORWARD)]))
+'''
+
+
+def _meta_model(module: Any) -> tuple[Any, list[Any]]:
+    import torch
+
+    with torch.device("meta"):
+        model = module.Model(*module.get_init_inputs())
+        inputs = list(module.get_inputs())
+    return model, inputs
+
+
+def _spec(t: Any) -> dict[str, Any]:
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        return {"shape": [int(s) for s in t.shape], "dtype": str(t.dtype).removeprefix("torch.")}
+    if isinstance(t, bool | int | float):
+        return {"shape": None, "dtype": "float32" if isinstance(t, float) else "int64", "value": t}
+    raise ImportRefused(f"get_inputs() returned a {type(t).__name__}; solbench takes tensors and numbers")
+
+
+def _count_flops(model: Any, inputs: list[Any]) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
+    """Write ``out_dir/problem.yaml``, ``reference.py`` and the module's copy; return the file and notes."""
+    try:
+        module = import_file(path.resolve(), module_name("_solbench_kernelbench_", path.resolve()))
+        model, inputs = _meta_model(module)
+    except FileNotFoundError:
+        raise ImportRefused(f"KernelBench module {path} not found") from None
+    except Exception as err:  # noqa: BLE001 - the user's module: its failure, in one line
+        raise ImportRefused(f"{path.name}: cannot build Model(*get_init_inputs()) / get_inputs(): "
+                            f"{type(err).__name__}: {err}") from None
+    names = [f"x{i}" for i in range(len(inputs))]
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    state_names = {k: "p_" + _slug(k.replace(".", "_")) for k in state}
+    specs = {n: _spec(t) for n, t in zip(names, inputs, strict=True)} | {state_names[k]: _spec(t) for k, t in state.items()}
+    with_state = dict(zip(state, state.values(), strict=True))
+    import torch
+
+    with torch.device("meta"):
+        out = torch.func.functional_call(model, with_state, tuple(inputs))
+    outs = out if isinstance(out, tuple) else (out,)
+    flops, notes = _count_flops(model, inputs), []
+    if flops == 0:
+        notes.append("FlopCounterMode counts no FLOPs in this module (elementwise or data movement): "
+                     "flops is 0 until you write a formula; review it")
+    floats = [s["dtype"] for s in specs.values() if s["shape"] is not None and s["dtype"].startswith(("float", "bfloat"))]
+    dtype = floats[0] if floats else "float32"
+    tol = 1e-4 if dtype == "float32" else 1e-2  # KernelBench's get_tolerance_for_precision
+    stem = re.sub(r"^\d+_", "", path.stem)
+    level = path.parent.name if path.parent.name.startswith("level") else "kernelbench"
+    data = {
+        "name": f"kernelbench.{_slug(level)}_{_slug(stem)}"[:128],
+        "description": f"KernelBench {level} {path.stem}, imported from its module",
+        "source": {"model": "KernelBench", "module": path.name, "note": "one fixed shape per problem (KernelBench)"},
+        "tags": ["kernelbench", _slug(level)],
+        "axes": {}, "inputs": specs,
+        "outputs": {f"out{i}": _spec(t) for i, t in enumerate(outs)},
+        "reference": "reference.py:run", "flops": flops, "bytes": "auto", "compute_dtype": dtype,
+        "tolerance": {"atol": tol, "rtol": tol},
+        "workloads": [{"name": "default", "axes": {}}],
+        "notes": " ".join(notes) or "flops counted with FlopCounterMode at import",
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, out_dir / "kernelbench_module.py")
+    (out_dir / "reference.py").write_text(_REFERENCE.format(file=path.name, forward=names, state=list(state),
+                                                            args=", ".join(specs)), encoding="utf-8")
+    problem_file = out_dir / "problem.yaml"
+    problem_file.write_text(yaml.safe_dump(data, sort_keys=False, width=110), encoding="utf-8")
+    return problem_file, notes

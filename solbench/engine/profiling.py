@@ -1,0 +1,264 @@
+"""`solbench profile`: the run of :mod:`solbench.engine.runner`, plus one call of each passing candidate
+under Nsight Compute, whose counters become the record's ``profile``.
+
+For each (candidate, workload) the record is made exactly as ``solbench run`` makes it (the same
+worker, checks, timer and verdict; no profiler anywhere near the timing). When it passed, a second
+worker is started *under* ``ncu`` (:attr:`CandidateSlot.launcher`): it loads the candidate, runs
+its setup if it has one, makes a warm-up call (compiling, autotuning) on the first round's inputs,
+then a ``profile`` call on the second round's, the only one between cudaProfilerStart and
+cudaProfilerStop (``ncu --profile-from-start off``), so neither the harness's own kernels nor
+the warm-up are profiled. Both calls' outputs are checked against the reference like any round.
+ncu runs with ``--clock-control none`` (clocks as they are, as in the timed run) and its default
+``--cache-control all`` (caches flushed before each kernel, as the timer's cold L2).
+
+The profile worker keeps the run's isolation: its own process, session and folder, the same user,
+Landlock and seccomp rules, except that local TCP stays open (ncu's injected library reports to
+its front end over it). Findings of the guards in this worker are not verdicts (the profiler's own
+threads run in it); the record's status and time are the guarded run's.
+
+The report (``.ncu-rep``) is exported with ``ncu --import R --page raw --csv --print-units base``;
+the CSV, compressed, is kept beside the results (``<results>.ncu/``), the report itself only on request.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solbench.data.ncu import NcuFormatError, parse_raw_csv
+from solbench.data.profile import Profile, failed_profile, profile_from_kernels
+from solbench.data.record import ResultRecord, Status
+from solbench.data.roofline import RooflinePoint
+from solbench.engine.cases import Case, WorkloadCases, message_bytes
+from solbench.engine.correctness import check_outputs
+from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
+from solbench.engine.runner import Runner
+from solbench.errors import SolbenchError
+from solbench.worker.client import WorkerFailure, WorkerStartError
+
+# What ncu collects: three light sections (launch configuration, occupancy, the SOL breakdown), and
+# every metric the profile reads named outright, so no heavy section (memory and compute workload
+# tables: many more replay passes per kernel) is needed. Each name is one ncu 2025.3 accepts on the
+# H200 (tests/engine/test_profiling.py checks them against tests/fixtures/ncu).
+SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
+           "l1tex__t_bytes.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+           "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+           "sm__inst_issued.avg.pct_of_peak_sustained_elapsed", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+           "l1tex__throughput.avg.pct_of_peak_sustained_active", "sm__warps_active.avg.pct_of_peak_sustained_active",
+           *(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma")),
+           "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum",
+           "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "sm__ops_path_tensor_src_fp8.sum",
+           "sm__ops_path_tensor_src_fp64.sum", "sm__ops_path_tensor_src_int8.sum",
+           "dram__bytes.sum.peak_sustained", "dram__cycles_elapsed.avg.per_second", "lts__t_bytes.sum.peak_sustained",
+           "lts__cycles_elapsed.avg.per_second", "l1tex__t_bytes.sum.peak_sustained",
+           "l1tex__cycles_elapsed.avg.per_second")
+# Devices a profile can be taken on: Nsight Compute profiles CUDA kernels (the tests widen this to
+# run the whole path on the CPU under a stand-in ncu).
+PROFILED_DEVICES = ("cuda",)
+BASE_OPTIONS = ("--target-processes", "all", "--profile-from-start", "off", "--clock-control", "none",
+                "--cache-control", "all")
+NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+REPORT_WAIT_S = 120.0  # ncu writes its report after the worker exits: replays are done by then
+EXPORT_TIMEOUT_S = 120.0
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ProfilerError(SolbenchError):
+    """Nsight Compute is not here, or not usable."""
+
+
+def find_ncu(explicit: str | None = None) -> str:
+    """The ncu executable: ``explicit``, else $SOLBENCH_NCU, else ``ncu`` on PATH, else CUDA's usual places."""
+    for candidate in (explicit, os.environ.get("SOLBENCH_NCU"), shutil.which("ncu"), *NCU_PLACES):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return str(Path(candidate).resolve())
+        if explicit and candidate == explicit:
+            raise ProfilerError(f"--ncu {explicit}: no executable there; pass the path of Nsight Compute's ncu")
+    raise ProfilerError("Nsight Compute (ncu) not found: install it (CUDA toolkit) or pass --ncu PATH "
+                        "(or set $SOLBENCH_NCU)")
+
+
+@dataclass
+class ProfileSettings:
+    """How `solbench profile` runs ncu and where it keeps what ncu wrote."""
+
+    ncu: str
+    raw_dir: Path
+    sections: tuple[str, ...] = SECTIONS
+    metrics: tuple[str, ...] = METRICS
+    extra: tuple[str, ...] = ()  # more ncu options (--ncu-option)
+    keep_reports: bool = False
+    version: str | None = field(default=None)
+
+    def options(self) -> list[str]:
+        """ncu's options, as recorded in each profile."""
+        sections = [a for s in self.sections for a in ("--section", s)]
+        metrics = ["--metrics", ",".join(self.metrics)] if self.metrics else []
+        return [*BASE_OPTIONS, *sections, *metrics, *self.extra]
+
+    def command(self, report: Path) -> tuple[str, ...]:
+        """The launcher the profile worker runs under, writing ``report`` (.ncu-rep)."""
+        return (self.ncu, *self.options(), "--force-overwrite", "--export", str(report))
+
+
+def ncu_version(ncu: str) -> str | None:
+    """The version line ncu prints (``Version 2025.3.1.0 ...``), or None."""
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    return lines[-1] if lines else None
+
+
+def export_raw(ncu: str, report: Path, timeout_s: float = EXPORT_TIMEOUT_S) -> str:
+    """The report's raw page as CSV, every value in base units."""
+    try:
+        done = subprocess.run([ncu, "--import", str(report), "--page", "raw", "--csv", "--print-units", "base"],
+                              capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ProfilerError(f"ncu --import {report.name}: {err}") from None
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ProfilerError(f"ncu --import {report.name} exited with {done.returncode}: {last[0][:300]}")
+    return done.stdout
+
+
+def raw_name(record: ResultRecord) -> str:
+    """File name (no folder) of a record's raw export: problem, workload, candidate, run id."""
+    return _SAFE.sub("_", f"{record.problem}__{record.workload}__{record.solution}__{record.run_id}")
+
+
+class ProfileFailure(Exception):
+    """The profiled pass did not give a profile; the record stands without one."""
+
+
+@dataclass
+class _Pass:
+    """One profiled pass: a worker under ncu for one candidate on one workload."""
+
+    slot: CandidateSlot
+    cases: WorkloadCases
+    timeout_s: float
+    compile_timeout_s: float
+
+    def run(self) -> None:
+        """Load, setup, the warm-up call and the profiled call, each checked; raises ProfileFailure."""
+        try:
+            failure = self.slot.ensure_worker(self.compile_timeout_s)
+        except WorkerStartError as err:  # ncu exited, or the worker under it never came up
+            raise ProfileFailure(f"the worker under ncu did not start: {_ncu_error(str(err))}") from None
+        if failure is not None:
+            raise ProfileFailure(f"{failure.status}: {failure.reason}")
+        if self.slot.has_setup:
+            from solbench.engine.evaluation import setup_inputs
+
+            self._request({"op": "setup", "inputs": setup_inputs(self.cases)}, None, "setup")
+        rounds = self.cases.rounds
+        self._request({"op": "call", "inputs": list(rounds[0].inputs.values())}, rounds[0], "the warm-up call")
+        profiled = rounds[1] if len(rounds) > 1 else rounds[0]
+        self._request({"op": "profile", "inputs": list(profiled.inputs.values())}, profiled, "the profiled call")
+
+    def _request(self, header: dict, case: Case | None, phase: str) -> None:
+        problem, axes = self.cases.problem, self.cases.axes
+        header["expect"] = [{"shape": list(problem.shape(n, axes) or ()), "dtype": s.dtype}
+                            for n, s in problem.outputs.items()]
+        assert self.slot.client is not None
+        limit = self.compile_timeout_s if phase != "the profiled call" else self.timeout_s + REPORT_WAIT_S
+        try:
+            reply = self.slot.client.request(header, limit, message_bytes([case]) if case else 4096)
+        except WorkerFailure as err:
+            raise ProfileFailure(failure_from_worker(err, phase, f"{limit:g} s").reason) from None
+        if reply.get("ok") is not True:
+            raise ProfileFailure(failure_from_reply(reply, phase).reason)
+        if case is not None:
+            tol = self.cases.tolerance
+            check = check_outputs(reply.get("outputs"), case.expected, self.slot.device.split(":")[0], tol.atol,
+                                  tol.rtol, tol.max_mismatch_ratio)
+            if not check.passed:
+                raise ProfileFailure(f"{phase} under the profiler: {check.reason}")
+
+
+def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
+                 timeout_s: float, compile_timeout_s: float) -> Profile:
+    """The :class:`Profile` of one call of ``slot``'s candidate under ncu (``slot`` is a fresh one)."""
+    settings.raw_dir.mkdir(parents=True, exist_ok=True)
+    name = raw_name(record)
+    report = settings.raw_dir / f"{name}.ncu-rep"
+    slot.launcher = settings.command(report)
+    common = {"tool": "ncu", "tool_version": settings.version, "options": settings.options()}
+    clock = time.monotonic()
+    try:
+        _Pass(slot, cases, timeout_s, compile_timeout_s).run()
+        pid = slot.client.worker_pid if slot.client else None
+        if slot.client is not None:
+            slot.client.finish(REPORT_WAIT_S)
+        if not report.is_file():
+            raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
+        text = export_raw(settings.ncu, report)
+        kernels = [k for k in parse_raw_csv(text) if pid is None or k.process_id in (None, pid)]
+        raw = settings.raw_dir / f"{name}.csv.gz"
+        with gzip.open(raw, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    except (ProfileFailure, ProfilerError, NcuFormatError, OSError) as err:
+        return failed_profile(one_line_reason(str(err)), **common)
+    finally:
+        slot.retire()
+        if not settings.keep_reports:
+            report.unlink(missing_ok=True)
+    if not kernels:
+        return failed_profile("no kernel was profiled in the call (a candidate that launches none, or a "
+                              "profiler that did not attach)", **common)
+    profile = profile_from_kernels(kernels, cases.problem.compute_dtype, raw=f"{settings.raw_dir.name}/{raw.name}",
+                                   process_id=pid, **common)
+    profile.seconds = round(time.monotonic() - clock, 3)
+    return profile
+
+
+def _ncu_error(text: str) -> str:
+    """ncu's own complaint in a failure's text (its ``==ERROR==`` line), else the text itself."""
+    errors = [ln.strip() for ln in text.splitlines() if "==ERROR==" in ln]
+    return errors[-1] if errors else text
+
+
+def one_line_reason(text: str, limit: int = 300) -> str:
+    """A failure's text as the one line a profile's ``reason`` holds: whitespace folded, cut at ``limit``."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _log_tail(slot: CandidateSlot) -> str:
+    """The last line ncu or the worker printed (ncu prints ==ERROR== lines to the worker's log)."""
+    log = slot.log(4000).strip().splitlines()
+    errors = [ln for ln in log if "==ERROR==" in ln or "==WARNING==" in ln]
+    return (errors or log or ["no output"])[-1][:300]
+
+
+class ProfilingRunner(Runner):
+    """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu."""
+
+    def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
+        kwargs = {"progress": progress} if progress is not None else {}
+        super().__init__(options, output, **kwargs)
+        self.settings = settings
+        if not self.options.device.startswith(PROFILED_DEVICES):
+            raise ProfilerError("solbench profile needs a CUDA device (Nsight Compute profiles GPU kernels): "
+                                "use --device cuda")
+
+    def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
+        record = super()._run_one(slot, cases, roof)
+        if record.status != Status.PASSED.value:
+            record.profile = failed_profile(f"not profiled: the run ended {record.status}", tool="ncu")
+            return record
+        opts = self.options
+        reads = (str(cases.problem.folder.resolve()), *opts.worker_reads, str(Path(self.settings.ncu).parent.parent))
+        profiled = CandidateSlot(slot.candidate, opts.device, guards=opts.guards, account=self.account, reads=reads)
+        record.profile = profile_call(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s)
+        return record

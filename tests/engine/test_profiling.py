@@ -1,0 +1,174 @@
+"""`solbench profile` on the CPU under a stand-in ncu (tests/fixtures/ncu/fake_ncu.py), and the metric
+names profiling asks ncu for, checked against what ncu 2025.3 lists and exports on the H200."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from solbench.data.ncu import read_raw_csv
+from solbench.data.profile import profile_from_kernels
+from solbench.data.results import read_records
+from solbench.engine import profiling
+
+TESTS = Path(__file__).resolve().parents[1]
+NCU = TESTS / "fixtures" / "ncu"
+SCALED_ADD = TESTS / "fixtures" / "tiny" / "scaled_add"
+HONEST = TESTS / "candidates" / "honest.py"
+SCALE_KERNEL = 14  # the probe's Triton `_scale` (x * 2 over 64 MiB of fp32)
+# A metric is a base name, a roll-up over units (sum, avg, min, max) and optionally a sub-metric.
+ROLLUPS = ("sum", "avg", "min", "max")
+SUBMETRICS = ("peak_sustained", "per_second", "per_cycle_elapsed", "per_cycle_active", "pct_of_peak_sustained_elapsed",
+              "pct_of_peak_sustained_active")
+
+
+def _queried() -> dict[str, str]:
+    """``ncu --query-metrics`` on the H200: base name -> type (Counter, Throughput, Ratio)."""
+    lines = (NCU / "query_metrics_gh100.txt").read_text().splitlines()
+    return {parts[0]: parts[1] for parts in (ln.split() for ln in lines) if len(parts) > 1}
+
+
+def _exported() -> set[str]:
+    """Every column of the probe's raw export (full metric names ncu collected on the H200)."""
+    with open(NCU / "probe_raw.csv", encoding="utf-8") as fh:
+        return set(next(csv.reader(fh)))
+
+
+def _accepted(metric: str, queried: dict[str, str], exported: set[str]) -> bool:
+    if metric in exported:
+        return True
+    base, _, rest = metric.partition(".")
+    rollup, _, sub = rest.partition(".")
+    if queried.get(base) == "Throughput":  # a percentage of peak: no sum of units to ask for
+        return rollup in ROLLUPS and sub.startswith("pct_of_peak_sustained_")
+    return queried.get(base) == "Counter" and rollup in ROLLUPS and sub in ("", *SUBMETRICS)
+
+
+def test_every_requested_metric_is_one_ncu_accepts_on_gh100():
+    queried, exported = _queried(), _exported()
+    assert len(queried) > 150 and "dram__bytes_read" in queried and len(exported) > 2000  # the fixtures are whole
+    refused = [m for m in profiling.METRICS if not _accepted(m, queried, exported)]
+    assert refused == []
+    bases = {m.split(".")[0] for m in profiling.METRICS}
+    assert bases <= set(queried) | {c.split(".")[0] for c in exported}
+
+
+def test_the_check_refuses_names_ncu_does_not_know():
+    queried, exported = _queried(), _exported()
+    assert not _accepted("lts__t_bytes_total.sum", queried, exported)  # no such counter
+    assert not _accepted("dram__throughput.sum", queried, exported)  # a throughput has no sum of bytes
+    assert not _accepted("dram__bytes.median", queried, exported)  # no such roll-up
+    assert _accepted("dram__throughput.avg.pct_of_peak_sustained_elapsed", queried, exported)
+
+
+# --- the whole path under a stand-in ncu ------------------------------------------------------------
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """The stand-in ncu first on PATH; returns a function that writes its settings."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "ncu"
+    exe.write_text(f"#!{sys.executable}\n" + (NCU / "fake_ncu.py").read_text())
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("SOLBENCH_NCU", raising=False)
+    monkeypatch.setattr(profiling, "PROFILED_DEVICES", ("cuda", "cpu"))  # the one thing a CPU run needs
+    log = tmp_path / "ncu_calls.jsonl"
+
+    def configure(**conf):
+        conf = {"csv": str(NCU / "probe_raw.csv"), "kernels": [SCALE_KERNEL], "log": str(log), **conf}
+        exe.with_suffix(".json").write_text(json.dumps(conf))
+        return log
+
+    return configure
+
+
+def _profile(monkeypatch, capsys, out: Path, *more: str) -> tuple[int, str]:
+    from solbench.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["solbench", "profile", str(SCALED_ADD), "-s", str(HONEST), "--device", "cpu",
+                                      "--budget", "0.05", "--compile-timeout", "120", "-q", "-o", str(out), *more])
+    with pytest.raises(SystemExit) as info:
+        main()
+    return info.value.code, capsys.readouterr().out
+
+
+def test_profile_under_ncu_gives_the_record_the_exports_counters(stand_in, monkeypatch, capsys, tmp_path):
+    log = stand_in()
+    out = tmp_path / "profiles.jsonl"
+    code, printed = _profile(monkeypatch, capsys, out)
+    assert code == 0, printed
+    (rec,) = read_records([out])[0]
+    assert rec["status"] == "PASSED" and rec["workload"] == "n131072"  # the largest workload by default
+    assert rec["time_s"] > 0 and rec["sol"] > 0
+    p = rec["profile"]
+    assert p["status"] == "ok" and p["tool_version"].startswith("Version 2025.3.1.0")
+    # The same numbers as the stored export read directly
+    expected = profile_from_kernels([k for k in read_raw_csv(str(NCU / "probe_raw.csv")) if k.id == SCALE_KERNEL],
+                                    "float32")
+    assert [k["name"] for k in p["kernels"]] == ["_scale"]
+    for key in ("duration_s", "dram_bytes", "dram_read_bytes", "flops", "dram_pct", "diagnosis"):
+        assert p["summary"][key] == pytest.approx(getattr(expected.summary, key)), key
+    assert p["summary"]["dram_read_bytes"] == pytest.approx(64 * 2**20, rel=0.01)
+    # The worker ran under ncu with the options profiling promises; its pid is the one kept
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()]
+    launch = next(c for c in calls if "--export" in c["options"])
+    assert launch["options"]["--clock-control"] == ["none"] and launch["options"]["--profile-from-start"] == ["off"]
+    assert launch["options"]["--metrics"] == [",".join(profiling.METRICS)]
+    assert launch["command"][1:3] == ["-m", "solbench.worker"] and "--profiler" in launch["command"]
+    assert p["process_id"] is not None and p["options"][:2] == ["--target-processes", "all"]
+    raw = out.with_suffix(".ncu") / Path(p["raw"]).name
+    assert raw.is_file() and not list(out.with_suffix(".ncu").glob("*.ncu-rep"))  # CSV kept, report not
+    assert "bandwidth bound (DRAM)" in printed and "1 of 1 profiled" in printed
+
+
+@pytest.mark.parametrize(("fail", "reason"), [("start", "ERR_NVGPUCTRPERM"), ("import", "Failed to import report")])
+def test_a_failing_ncu_leaves_the_record_and_says_why_in_one_line(stand_in, monkeypatch, capsys, tmp_path, fail,
+                                                                   reason):
+    stand_in(fail=fail)
+    out = tmp_path / "profiles.jsonl"
+    code, printed = _profile(monkeypatch, capsys, out, "--workload", "n4")
+    assert code == 1  # not everything was profiled
+    (rec,) = read_records([out])[0]
+    assert rec["status"] == "PASSED" and rec["time_s"] > 0  # the run's record stands
+    p = rec["profile"]
+    assert p["status"] == "failed" and reason in p["reason"]
+    assert "\n" not in p["reason"] and len(p["reason"]) <= 300
+    assert p["kernels"] == [] and "0 of 1 profiled" in printed
+
+
+def test_one_line_reason_folds_and_cuts():
+    text = "the worker under ncu did not start:\n  ==ERROR== x\n" + "y" * 500
+    line = profiling.one_line_reason(text)
+    assert "\n" not in line and len(line) == 300 and line.endswith("...")
+    assert re.match(r"the worker under ncu did not start: ==ERROR== x y+", line)
+
+
+def test_only_keeps_the_candidates_whose_name_matches():
+    from solbench import api
+    from solbench.errors import SolbenchError
+
+    plan = api.plan_run([TESTS / "fixtures" / "tiny" / "ragged_sum"])
+    assert [c.name for c in api._only_candidates(plan, ["torch_*"])[0].candidates] == ["torch_eager"]
+    with pytest.raises(SolbenchError, match=r"--only triton_\*: no candidate"):
+        api._only_candidates(api.plan_run([TESTS / "fixtures" / "tiny" / "ragged_sum"]), ["triton_*"])
+
+
+def test_the_h200_specs_cache_bandwidths_are_ncus_peaks():
+    """l2_bandwidth and l1_bandwidth of h200_sxm, recomputed from the probe's own peak metrics."""
+    from solbench.data.hardware import load_spec
+
+    k = read_raw_csv(str(NCU / "probe_raw.csv"))[SCALE_KERNEL]
+    l2 = k.metrics["derived__lts__lts2xbar_bytes.sum.peak_sustained"] * k.metrics["lts__cycles_elapsed.avg.per_second"]
+    l1_per_cycle = k.metrics["derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.peak_sustained"]
+    spec = load_spec("h200_sxm")
+    assert spec.l2_bandwidth == pytest.approx(l2, rel=0.01)
+    assert spec.l1_bandwidth == pytest.approx(l1_per_cycle * spec.clock_mhz_assumed * 1e6, rel=0.001)
+    assert l1_per_cycle == 128 * spec.sm_count

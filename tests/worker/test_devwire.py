@@ -1,0 +1,249 @@
+"""The device route's protocol on the CPU: layout, refusals and fallbacks (the GPU side: test_devshare.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+import solbench
+from solbench.engine.options import resolve_transport
+from solbench.worker.client import WorkerClient
+from solbench.worker.devwire import ALIGN, WorkerPool, offsets, reply_area_bytes
+from solbench.worker.wire import _LEN, ProtocolError, _sendall, recv_message
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+
+
+def _raw(sock: socket.socket, body: dict) -> None:
+    """A message as a hostile or mistaken sender could write it, header only."""
+    data = json.dumps(body).encode()
+    _sendall(sock, _LEN.pack(len(data)) + data, time.monotonic() + 5)
+
+
+def test_offsets_are_aligned_and_never_overlap():
+    sizes = [1, 0, ALIGN, ALIGN + 1, 3]
+    places, total = offsets(sizes)
+    assert all(p % ALIGN == 0 for p in places)
+    for (a, n), b in zip(zip(places, sizes, strict=True), places[1:], strict=False):
+        assert a + n <= b
+    assert total == places[-1] + ALIGN and total % ALIGN == 0
+
+
+def test_reply_area_holds_the_outputs_a_reply_can_carry():
+    expect = [{"shape": [3, 5], "dtype": "float32"}, {"shape": [7], "dtype": "bfloat16"}]
+    one = 60 + (ALIGN - 60) + 14 + (ALIGN - 14)  # each output rounded up to the alignment
+    assert reply_area_bytes({"op": "call", "expect": expect}) == one
+    sets = [[0], [1], [2]]
+    timing = {"op": "time", "expect": expect, "sets": sets, "verify": {"keep": [1, 4]}}
+    assert reply_area_bytes(timing) == one * (3 + 2 + 1)  # last per set, kept samples, the refresh run
+    assert reply_area_bytes({"op": "load", "path": "x"}) == 0
+
+
+def test_a_device_message_without_a_pool_is_a_protocol_error():
+    a, b = socket.socketpair()
+    with a, b:
+        _raw(a, {"op": "call", "tensors": [], "wire": "cuda", "pool": {"chunk": 1}})
+        with pytest.raises(ProtocolError, match="without a device pool"):
+            recv_message(b, time.monotonic() + 5)
+
+
+def test_worker_pool_that_cannot_map_reports_it_and_hands_out_nothing_shared():
+    pool = WorkerPool()
+    pool.begin()
+    got = pool.read({"chunk": 3}, [("float32", (2, 3), 24)], None)
+    assert pool.error and "not mapped" in pool.error and not pool.serving
+    assert got[0].shape == (2, 3) and got[0].device.type == "cpu"
+    assert pool.index_of(got[0]) is None
+    assert pool.status().startswith("memfd (")
+    pool.begin()
+    assert pool.error is None and not pool.active
+
+
+def test_real_worker_answers_an_unmappable_device_request_and_the_client_falls_back():
+    client = WorkerClient("cpu", reads=(str(CANDIDATES),))
+    client.spawn()
+    try:
+        client.wait_ready(120)
+        # A load offered with a pool the worker cannot map: the load goes on, the answer says memfd.
+        client.transport = "device"
+        _raw(client.sock, {"op": "load", "path": str(CANDIDATES / "honest.py"), "device": "cpu", "tensors": [],
+                           "wire": "cuda", "pool": {"chunk": 1}})
+        reply = client.receive(60, 0)
+        assert reply["ok"] is True and "transport" not in reply
+        assert client.transport == "memfd" and "could not map the shared device pool" in client.transport_note
+        # A request whose tensors cannot be mapped fails as a request; the worker stays up.
+        _raw(client.sock, {"op": "call", "tensors": [], "wire": "cuda", "pool": {"chunk": 1}})
+        reply = client.receive(60, 1 << 20)
+        assert reply["ok"] is False and "could not map the shared device pool" in reply["message"]
+        import torch
+
+        x, y = torch.randn(4, 8), torch.randn(4, 8)
+        reply = client.request({"op": "call", "inputs": [x, y], "expect": [{"shape": [4, 8], "dtype": "float32"}]},
+                               60, 1 << 20)
+        assert torch.equal(reply["outputs"][0]["data"], torch.add(y, x, alpha=2))
+    finally:
+        client.discard()
+
+
+def test_transport_setting_is_checked_in_one_line():
+    with pytest.raises(solbench.SolbenchError, match="--transport device shares GPU memory"):
+        solbench.RunOptions(device="cpu", transport="device")
+    with pytest.raises(solbench.SolbenchError, match="transport"):
+        solbench.RunOptions(device="cpu", transport="pcie")
+    assert resolve_transport(solbench.RunOptions(device="cpu")) == ("memfd", None)
+    assert resolve_transport(solbench.RunOptions(device="cpu", transport="memfd")) == ("memfd", None)
+
+
+class _SimulatedMapping:
+    """A stand-in for a CUDA VMM mapping: a memfd mapped here, so the two sides really share memory."""
+
+    def __init__(self, fd: int, size: int):
+        import mmap
+
+        self.size, self.closed = size, False
+        self._mm = mmap.mmap(fd, size)
+
+    def tensor(self, offset: int = 0, nbytes: int | None = None):
+        import torch
+
+        nbytes = self.size - offset if nbytes is None else nbytes
+        assert 0 <= offset and offset + nbytes <= self.size
+        return torch.frombuffer(self._mm, dtype=torch.uint8, count=nbytes, offset=offset) if nbytes else \
+            torch.empty(0, dtype=torch.uint8)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def simulated_pool(monkeypatch):
+    """The device route with host memory in place of device memory: the protocol, not the driver."""
+    import os
+
+    import torch
+
+    from solbench.worker import devwire, vmm
+
+    def create(nbytes: int, device: int):
+        fd = os.memfd_create("simulated-pool")
+        size = max(4096, -(-nbytes // 4096) * 4096)
+        os.ftruncate(fd, size)
+        return _SimulatedMapping(fd, size), fd
+
+    monkeypatch.setattr(vmm, "create", create)
+    monkeypatch.setattr(vmm, "open_fd", lambda fd, size, device: _SimulatedMapping(fd, size))
+    monkeypatch.setattr(devwire, "_CUDA", "cpu")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda *a: None)
+
+
+def test_device_route_end_to_end_over_a_simulated_pool(simulated_pool):
+    """Parent pool -> worker views -> the worker's own call code -> reply area -> parent copies:
+    outputs come back through the reply area, inputs are named, and the parent sees a mutation."""
+    import torch
+
+    import solbench.timing as timing
+    from solbench.engine.correctness import mutated_inputs
+    from solbench.worker.devwire import ParentPool
+    from solbench.worker.main import Worker
+
+    def run(x, y):
+        out = torch.add(y, x, alpha=2)
+        y.zero_()  # mutates an input: the parent must see it from the pool
+        return out
+
+    parent, pool = ParentPool(0), WorkerPool()
+    worker = Worker(timing, None)
+    worker.run, worker.pool = run, pool
+    x, y = torch.randn(4, 8), torch.randn(4, 8) + 5
+    a, b = socket.socketpair()
+    with a, b:
+        deadline = time.monotonic() + 10
+        parent.send(a, {"op": "call", "inputs": [x, y], "expect": [{"shape": [4, 8], "dtype": "float32"}]}, deadline)
+        pool.begin()
+        msg = recv_message(b, deadline, device=pool)
+        assert pool.serving and pool.index_of(msg["inputs"][1]) == 1
+        assert msg["inputs"][0].untyped_storage().nbytes() == x.numel() * 4, "each input its own storage"
+        encoded = pool.encode(worker.handle(msg))
+        assert encoded[2] == "device" and b'"$shared": 1' in encoded[0]
+        pool.send(b, encoded, deadline)
+        reply = parent.resolve(recv_message(a, deadline, 1 << 20, device=parent))
+    assert torch.equal(reply["outputs"][0]["data"], torch.add(y, x, alpha=2))
+    after = reply["inputs_after"]
+    assert torch.equal(after[0], x) and int(after[1].count_nonzero()) == 0
+    assert mutated_inputs({"x": x, "y": y}, after) == ["y"]
+    assert int(y.count_nonzero()) == y.numel(), "the parent's own copy is untouched"
+    after[0].add_(1)  # the parent's copies are its own: writing one does not reach the pool
+    assert torch.equal(parent.resolve({"$shared": 0}), x)
+
+
+def test_reply_outside_its_area_or_with_an_fd_is_refused(simulated_pool):
+    import os
+
+    import torch
+
+    from solbench.worker.devwire import ParentPool
+
+    parent = ParentPool(0)
+    a, b = socket.socketpair()
+    with a, b:
+        parent.send(a, {"op": "call", "inputs": [torch.ones(4)], "expect": [{"shape": [4], "dtype": "float32"}]}, None)
+        big = [{"dtype": "float32", "shape": [1024]}]  # 4 KiB: more than the one-output reply area
+        _raw(b, {"ok": True, "tensors": big, "wire": "cuda", "pool": {"chunk": parent.chunk}})
+        with pytest.raises(ProtocolError, match="does not fit"):
+            recv_message(a, time.monotonic() + 5, 1 << 20, device=parent)
+        _raw(b, {"ok": True, "tensors": [], "wire": "cuda", "pool": {"chunk": parent.chunk + 1}})
+        with pytest.raises(ProtocolError, match="names a device pool"):
+            recv_message(a, time.monotonic() + 5, 1 << 20, device=parent)
+        fd = os.memfd_create("x")
+        try:
+            data = json.dumps({"ok": True, "tensors": [], "wire": "cuda", "pool": {"chunk": parent.chunk}}).encode()
+            _sendall(b, _LEN.pack(len(data)) + data, time.monotonic() + 5, fd)
+        finally:
+            os.close(fd)
+        with pytest.raises(ProtocolError, match="may not carry a file descriptor"):
+            recv_message(a, time.monotonic() + 5, 1 << 20, device=parent)
+
+
+def test_timing_request_over_a_simulated_pool_returns_every_output_and_names_the_sets(simulated_pool):
+    """The sets are the pool's own tensors (no worker copies, no mirror); the last, kept and refresh
+    outputs fit the reply area; the sets come back named, the refreshed one holding the new data."""
+    import torch
+
+    import solbench.timing as timing
+    from solbench.worker.devwire import ParentPool
+    from solbench.worker.main import Worker
+
+    worker = Worker(timing, None)
+    worker.run, worker.pool = (lambda x, y: torch.add(y, x, alpha=2)), WorkerPool()
+    parent = ParentPool(0)
+    sets = [[torch.randn(16, 8), torch.randn(16, 8)] for _ in range(3)]
+    fresh = [torch.randn(16, 8), torch.randn(16, 8)]
+    expect = [{"shape": [16, 8], "dtype": "float32"}]
+    header = {"op": "time", "sets": sets, "expect": expect,
+              "config": {"device": "cpu", "budget_s": 0.02, "min_samples": 4, "max_samples": 8, "warmup_s": 0.0},
+              "verify": {"keep": [0, 2], "edits": [], "refresh": {"set": 1, "inputs": fresh}}}
+    a, b = socket.socketpair()
+    with a, b:
+        deadline = time.monotonic() + 30
+        parent.send(a, header, deadline)
+        worker.pool.begin()
+        msg = recv_message(b, deadline, device=worker.pool)
+        encoded = worker.pool.encode(worker.handle(msg))
+        assert encoded[2] == "device", "the timing reply fits its area"
+        worker.pool.send(b, encoded, deadline)
+        reply = parent.resolve(recv_message(a, deadline, 1 << 24, device=parent))
+    assert reply["ok"] is True, reply
+    f = lambda x, y: torch.add(y, x, alpha=2)  # noqa: E731
+    after = reply["sets_after"]
+    assert torch.equal(after[0][0], sets[0][0]) and torch.equal(after[2][1], sets[2][1])
+    assert torch.equal(after[1][0], fresh[0]) and torch.equal(after[1][1], fresh[1]), "the refresh wrote the pool"
+    assert torch.equal(reply["refresh"]["outputs"][0]["data"], f(*fresh))
+    for i, outs in enumerate(reply["last_outputs"]):  # the last timed call on each set, before the refresh
+        assert outs is None or torch.equal(outs[0]["data"], f(*sets[i]))
+    assert [k["sample"] for k in reply["kept"]] == [0, 2]
+    assert torch.equal(reply["kept"][0]["outputs"][0]["data"], f(*sets[0]))

@@ -1,0 +1,145 @@
+"""Library baselines (``REQUIRES``) and ``.cu`` candidates on a machine without the library or a CUDA toolchain."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solbench.worker.candidate import missing_requirements, shipped_candidates
+from solbench.worker.cuda_source import extension_name, first_error_line
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA = ROOT / "problems" / "llama3_1_8b"
+LIGER = sorted(LLAMA.glob("*/solutions/liger_*.py"))
+HAVE_LIGER = importlib.util.find_spec("liger_kernel") is not None
+
+
+def test_liger_baselines_ship_for_the_llama_ops():
+    assert {p.parent.parent.name for p in LIGER} >= {"rmsnorm", "fused_add_rmsnorm", "rope", "swiglu",
+                                                      "gate_up_swiglu", "cross_entropy"}
+
+
+def test_a_shipped_run_says_which_candidate_it_skips_and_why(tmp_path):
+    from solbench.api import plan_run
+
+    folder = tmp_path / "scaled_add"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "tiny" / "scaled_add", folder)
+    (folder / "solutions").mkdir()
+    (folder / "solutions" / "plain.py").write_text("def run(x, y):\n    return x * 2 + y\n")
+    (folder / "solutions" / "needs_lib.py").write_text(
+        'import no_such_kernel_lib\n\nREQUIRES = ["no_such_kernel_lib"]\n\n\ndef run(x, y):\n    return x\n')
+    lines: list[str] = []
+    (item,) = plan_run([folder], log=lines.append)
+    assert [c.path.name for c in item.candidates] == ["plain.py"]
+    assert lines == ["skipped: tiny.scaled_add needs_lib.py: needs no_such_kernel_lib, not installed here "
+                     "(install it to run this candidate)"]
+    lines.clear()
+    plan_run([folder], [folder / "solutions" / "plain.py"], log=lines.append)
+    assert lines == []  # only the problem's own candidates are skipped: a given file is run (and fails)
+
+
+@pytest.mark.skipif(HAVE_LIGER, reason="liger_kernel is installed here")
+def test_liger_baselines_are_skipped_without_liger(tmp_path):
+    for p in LIGER:
+        assert missing_requirements(p) == ["liger_kernel"]
+        assert p not in shipped_candidates(p.parent.parent)
+    # given explicitly, the missing library is a one-line COMPILE_ERROR, never a traceback
+    cli = subprocess.run([sys.executable, "-m", "solbench", "run", "llama3_1_8b.rmsnorm", "--small", "--device", "cpu",
+                          "-s", str(LLAMA / "rmsnorm" / "solutions" / "liger_rmsnorm.py"), "-q", "--json",
+                          "-o", str(tmp_path / "r.jsonl")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "Traceback" not in cli.stderr and cli.returncode == 1
+    assert '"status": "COMPILE_ERROR"' in cli.stdout and "No module named 'liger_kernel'" in cli.stdout
+
+
+def test_cu_build_is_named_by_content_and_reports_the_first_error_line():
+    assert extension_name(b"a") == extension_name(b"a") != extension_name(b"b")
+    log = ("[1/2] /usr/local/cuda/bin/nvcc -c /tmp/w/kernel.cu -o kernel.cuda.o\n"
+           "FAILED: kernel.cuda.o\n"
+           "/tmp/w/work/kernel.cu(12): error: identifier \"blockIdxx\" is undefined\n"
+           "/tmp/w/work/kernel.cu(13): error: expected a \";\"\n"
+           "2 errors detected in the compilation of \"/tmp/w/work/kernel.cu\".\n"
+           "ninja: build stopped: subcommand failed.\n")
+    assert first_error_line(log) == 'kernel.cu(12): error: identifier "blockIdxx" is undefined'
+    assert first_error_line("x.cpp:3:1: fatal error: nothing.h: No such file or directory") \
+        == "x.cpp:3:1: fatal error: nothing.h: No such file or directory"
+
+
+# The Python-level contract of liger_kernel 0.8.5's ops, as its source states it (signatures, layouts, what
+# is written in place), in plain torch: the wrappers' argument order and layout handling are checked here;
+# Liger's kernels themselves run on the H200 (scripts/h200_session.sh, step liger).
+_FAKE_LIGER = {
+    "ops/rms_norm.py": """
+import torch
+class LigerRMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
+        assert casting_mode == "llama" and offset == 0.0
+        xf = X.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(X.dtype) * (W + offset)
+""",
+    "ops/fused_add_rms_norm.py": """
+import torch
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+class LigerFusedAddRMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, R, W, eps, offset=0.0, casting_mode="llama", in_place=False):
+        S = X + R
+        return LigerRMSNormFunction.forward(ctx, S, W, eps, offset, casting_mode), S
+""",
+    "ops/swiglu.py": """
+import torch
+class LigerFusedGateUpSiLUMulFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, in_place=False):
+        gate, up = y.contiguous().chunk(2, -1)
+        return torch.nn.functional.silu(gate.float()).to(up.dtype) * up
+""",
+    "ops/rope.py": """
+import torch
+class LigerRopeFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, position_ids=None, unsqueeze_dim=1, rotary_dim=None):
+        if cos.ndim == 2:
+            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)
+        q, k = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()  # [B, S, H, D]: rotated in place
+        for t in (q, k):
+            c, s, half = cos.unsqueeze(2), sin.unsqueeze(2), t.shape[-1] // 2
+            rotated = torch.cat((-t[..., half:], t[..., :half]), -1)
+            t.copy_(t * c + rotated * s)
+        return q.transpose(1, 2), k.transpose(1, 2)
+""",
+}
+
+
+@pytest.mark.skipif(HAVE_LIGER, reason="liger_kernel is installed here: the real one is not replaced")
+@pytest.mark.parametrize("op", ["rmsnorm", "fused_add_rmsnorm", "swiglu", "gate_up_swiglu", "rope"])
+def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monkeypatch, op):
+    import torch
+
+    from solbench.data.inputs import load_reference, make_inputs
+    from solbench.data.problem import load_problem
+    from solbench.data.small import small_problem
+    from solbench.worker.candidate import load_entry_points
+
+    for rel, text in {"__init__.py": "", "ops/__init__.py": "", **_FAKE_LIGER}.items():
+        (tmp_path / "liger_kernel" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "liger_kernel" / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problem = small_problem(load_problem(LLAMA / op))
+    axes = problem.resolve_axes(problem.workloads[0])
+    inputs = make_inputs(problem, axes, 5)
+    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    run, _ = load_entry_points(LLAMA / op / "solutions" / f"liger_{op}.py")
+    got = run(*inputs.values())
+    want = load_reference(problem)(*inputs.values())
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        torch.testing.assert_close(g.float(), w.float(), atol=2e-2, rtol=2e-2)
+    assert all(torch.equal(inputs[k], v) for k, v in before.items())  # no input written (Liger's RoPE is in place)
+    for name in [m for m in sys.modules if m.startswith("liger_kernel")]:
+        monkeypatch.delitem(sys.modules, name)
