@@ -206,6 +206,12 @@ print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_rec
           $(ls problems/$P/solutions/triton_*.py | sed 's/^/-s /') --budget 0.2 --timeout 60 -q \
           -o "results/h200/new_problems_$STAMP.jsonl"
       done ;;
+    transport)
+      # issue 15: the CUDA VMM pool (export/import across processes, a worker as nobody, mutation seen by
+      # the parent), then the same problems by memfd and by the device route, harness timings per record
+      step transport_tests timeout ${TRANSPORT_TESTS_TIMEOUT:-90} python3 -m pytest -q -p no:cacheprovider -rs tests/worker/test_devshare.py
+      step transport_compare timeout ${TRANSPORT_TIMEOUT:-150} python3 benchmarks/transport_compare.py \
+        -o "results/h200/transport_compare_$STAMP.json" ;;
     *)
       echo "unknown step $s" ;;
   esac

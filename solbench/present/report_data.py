@@ -198,7 +198,8 @@ class FieldGroup:
 
 
 def _field(key: str, values: pd.Series) -> Field:
-    return Field(human_label(key), _summary(values, number=number_format(key)), one_line(key, 80))
+    # The label is derived from the key, which comes from the records: cleaned like any of their text.
+    return Field(one_line(human_label(key), 80), _summary(values, number=number_format(key)), one_line(key, 80))
 
 
 def _grouped(fields: list[tuple[str, Field]]) -> list[FieldGroup]:
