@@ -92,7 +92,7 @@ for s in "$@"; do
       mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
     fidelity)
-      step fidelity timeout ${FIDELITY_TIMEOUT:-240} python3 benchmarks/timing_fidelity.py --out "results/h200/timing_fidelity_$STAMP.json" ;;
+      step fidelity timeout ${FIDELITY_TIMEOUT:-240} python3 benchmarks/timing_fidelity.py ${FIDELITY_ARGS:-} --out "results/h200/timing_fidelity_$STAMP.json" ;;
     overhead)
       # the all-stream CUPTI timer against events only, same problems and candidates, back to back
       step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "results/h200/harness_overhead_all_streams_$STAMP.json"
