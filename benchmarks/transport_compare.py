@@ -51,7 +51,8 @@ def run_route(route: str, names: list[str], budget: float, max_bytes: int) -> tu
         size = {w.name: item.problem.auto_bytes(item.problem.resolve_axes(w)) for w in item.workloads}
         by_size = sorted(item.workloads, key=lambda w: size[w.name])
         fits = [w for w in by_size if size[w.name] <= max_bytes] or by_size[:1]
-        item.workloads = list(dict.fromkeys([by_size[0], fits[-1]]))  # the smallest, the largest within max_bytes
+        # the smallest, the largest within max_bytes (once if they are the same)
+        item.workloads = [by_size[0]] + ([fits[-1]] if fits[-1].name != by_size[0].name else [])
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
