@@ -191,7 +191,8 @@ def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSet
     """The :class:`Profile` of one call of ``slot``'s candidate under ncu (``slot`` is a fresh one)."""
     settings.raw_dir.mkdir(parents=True, exist_ok=True)
     name = raw_name(record)
-    report = settings.raw_dir / f"{name}.ncu-rep"
+    # Absolute: ncu runs in the worker's folder (its cwd), where a relative path does not exist.
+    report = (settings.raw_dir / f"{name}.ncu-rep").resolve()
     slot.launcher = settings.command(report)
     common = {"tool": "ncu", "tool_version": settings.version, "options": settings.options()}
     clock = time.monotonic()
