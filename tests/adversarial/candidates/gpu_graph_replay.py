@@ -9,6 +9,9 @@ round's output is wrong.
 import torch
 
 EXPECT = "INCORRECT"
+# H200 2026-12-01, second session (inputs in the device pool): the stale graph read an address the
+# pool had since unmapped, an illegal access, RUNTIME_ERROR; either rejection is right.
+ALSO = "RUNTIME_ERROR"
 PEERS = "23"
 DEFENSE = "fresh inputs per round; outputs checked every round and for timed calls"
 DEVICE = "cuda"

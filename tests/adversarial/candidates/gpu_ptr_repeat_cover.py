@@ -11,10 +11,10 @@ outputs and the refresh check.
 import torch
 from _gpu_cover import seed_floor_cover_s, spin_s
 
-EXPECT = "PASSED"
-HONEST = "gpu_honest_addmm"
-# H200 2026-12-01: PASSED at 30.69 us against gpu_honest_addmm 30.88 us: the edits and kept samples
-# leave the cover nothing to gain (expected INCORRECT when written; it is honest-timed instead).
+EXPECT = "INCORRECT"
+# H200 2026-12-01, first session (graph batches): PASSED at 30.69 us against gpu_honest_addmm 30.88 us.
+# Second session (per-call events, all streams): INCORRECT, a randomly kept timed output after an
+# edit of its set (results/h200/adversarial_gpu_2026-12-01_session2.log).
 PEERS = "17, 19, 22"
 DEFENSE = "inputs edited in place between timed samples; random timed outputs checked; refresh check"
 DEVICE = "cuda"
