@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -177,7 +177,9 @@ class Driver:
             index = state.idle.pop(0)
             item = state.pending.popleft()
             state.busy[index] = item
-            self.slots[index].inbox.put(item)
+            # The next pending item, as a hint: with one executor per device it is what comes next.
+            ahead = state.pending[0].as_message() if state.pending else None
+            self.slots[index].inbox.put(replace(item, ahead=ahead))
 
     def _message(self, state: _State, index: int, item: WorkItem, message: dict[str, Any]) -> bool:
         """Handle one message of an executor; True when its item is over."""

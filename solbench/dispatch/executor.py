@@ -61,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     send(session.hello())
     with stop_on_signals():
-        for line in sys.stdin:
-            if line.strip():
-                session.run(json.loads(line), send)
+        try:
+            for line in sys.stdin:
+                if line.strip():
+                    session.run(json.loads(line), send)
+        finally:
+            session.close()
     return 0
 
 

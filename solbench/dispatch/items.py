@@ -26,6 +26,9 @@ class WorkItem:
     candidate: str  # the name the plan gave it (unique within the run)
     candidate_sha256: str
     estimate_bytes: int = 0
+    # The message of the item the driver expects to give this executor next (its workers are
+    # started ahead during this one); a hint only: whatever comes next is what runs.
+    ahead: dict[str, Any] | None = None
 
     def as_message(self) -> dict[str, Any]:
         return asdict(self)

@@ -78,6 +78,9 @@ class ExecutorActor:
     def run(self, message: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from self.session.stream(message)
 
+    def close(self) -> None:
+        self.session.close()  # the workers started ahead for an item that never came
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -119,6 +122,7 @@ class RayExecutor:
             return
         ray, actor, self.actor = _ray(), self.actor, None
         try:  # a clean exit runs the session's clean-up (its workers); a kill if that hangs
+            ray.get(actor.close.remote(), timeout=STOP_TIMEOUT_S)
             ray.get(actor.__ray_terminate__.remote(), timeout=STOP_TIMEOUT_S)
         except Exception:  # noqa: BLE001, S110 - already gone
             pass

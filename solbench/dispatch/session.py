@@ -90,7 +90,9 @@ class ExecutorSession:
         """Run one item, sending its messages through ``emit``; ``done`` comes last, whatever happened."""
         self.emit = emit
         try:
-            self.runner._run_problem(self.plan_item(WorkItem.from_message(message)))
+            item = self.plan_item(WorkItem.from_message(message))
+            self.runner.discard_started(keep={(item.problem.name, str(c.path)) for c in item.candidates})
+            self.runner._run_problem(item, self._upcoming(message.get("ahead")))
         except Exception as err:  # noqa: BLE001 - the item's status, not the executor's end
             emit({"kind": "error", "reason": f"executor on {self.host}: {type(err).__name__}: {err}"[:2000]})
         finally:
@@ -108,6 +110,20 @@ class ExecutorSession:
             if m["kind"] == "done":
                 break
         thread.join()
+
+    def _upcoming(self, ahead: dict[str, Any] | None) -> PlanItem | None:
+        """The hinted next item, whose workers start during this one; a hint that cannot be read
+        starts nothing (it never fails the item that runs)."""
+        if not ahead:
+            return None
+        try:
+            return self.plan_item(WorkItem.from_message({**ahead, "ahead": None}))
+        except (SolbenchError, OSError, KeyError, TypeError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Stop the workers started ahead for an item that never came."""
+        self.runner.discard_started()
 
     def plan_item(self, item: WorkItem) -> PlanItem:
         """The engine's item, from files this executor can read; a candidate that differs from the driver's

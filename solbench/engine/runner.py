@@ -143,11 +143,11 @@ class Runner:
         return CandidateSlot(candidate, opts.device, guards=opts.guards, account=self.account, reads=reads,
                              inputs=tuple(problem.inputs), problem=problem.name, transport=self.transport)
 
-    def discard_started(self) -> None:
-        """Stop the workers started ahead for a problem that will not run here."""
-        for slot in self._prestarted.values():
-            slot.retire()
-        self._prestarted.clear()
+    def discard_started(self, keep: set[tuple[str, str]] = frozenset()) -> None:
+        """Stop the workers started ahead for a problem that will not run here (all but ``keep``:
+        (problem name, candidate path) keys)."""
+        for key in [k for k in self._prestarted if k not in keep]:
+            self._prestarted.pop(key).retire()
 
     def _run_problem(self, item: PlanItem, upcoming: PlanItem | None = None) -> None:
         """Run one (problem, candidates) item; ``upcoming``, the item that follows, gets its workers

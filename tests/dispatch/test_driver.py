@@ -159,3 +159,12 @@ def test_an_executor_that_cannot_restart_leaves_the_others(tmp_path):
 def test_no_executor_at_all_is_one_clear_error(tmp_path):
     with pytest.raises(SolbenchError, match="no executor started .*no GPU left"):
         _drive(tmp_path, [Scripted("a", starts=0)])
+
+
+def test_each_item_carries_the_next_one_as_a_hint(tmp_path):
+    """One executor: each item names the one that follows it, the last names none."""
+    handle = Scripted("cpu0")
+    _drive(tmp_path, [handle])
+    order = [i.index for i in handle.items]
+    hints = [(i.ahead or {}).get("index") for i in handle.items]
+    assert order == sorted(order) and hints == order[1:] + [None]

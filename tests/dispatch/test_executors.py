@@ -125,3 +125,18 @@ def test_a_killed_actors_item_is_rerun(tmp_path, plain, ray_local):
     done = run_dispatched(plan, options, tmp_path / "r.jsonl", handles=[KillsActor("ray-cpu0", {"num_cpus": 1})])
     assert KillsActor.killed and len(done.records) == 2
     _check(tmp_path / "r.jsonl", plain)
+
+
+@pytest.mark.parametrize("ahead", [0, 1])
+def test_an_executor_starts_its_next_items_worker_during_the_current_one(tmp_path, ahead):
+    """One executor, two items: with workers ahead, the second item's worker was spawned while the first
+    ran (the run waited only for what was left of its start); without, it waited for all of it."""
+    out = tmp_path / "r.jsonl"
+    solbench.run_problems([TINY], CANDIDATES, output=out, workloads=WORKLOADS, jobs=1,
+                          **(FAST | {"workers_ahead": ahead}))
+    rows, _ = read_records([out])
+    second = rows[-1]["harness"]  # the file's order is the run's (one executor, one writer)
+    if ahead:
+        assert second["worker_wait_s"] < second["worker_start_s"]
+    else:
+        assert second["worker_wait_s"] > 0.5 * second["worker_start_s"]
