@@ -1,6 +1,7 @@
 """Honest control: splits the rows over a thread pool created at import and waits for every part
 before returning. Idle pool threads are not work left running. Must pass."""
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -11,6 +12,12 @@ DEFENSE = "must not be flagged"
 DEVICE = "cpu"
 
 _pool = ThreadPoolExecutor(max_workers=2)
+# ThreadPoolExecutor starts its threads lazily, and a thread first started during a later call is a
+# new thread to the guards (a known limit, docs/security.md): start both now, at import.
+_ready = threading.Barrier(3)
+for _ in range(2):
+    _pool.submit(_ready.wait)
+_ready.wait()
 
 
 def run(attn: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
