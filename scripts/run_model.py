@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
-import time
 from collections import Counter
 from pathlib import Path
+
+from run_library import LineProgress  # scripts/ is on the path when a script runs
 
 from solbench.api import plan_run, resolve_options, run_plan
 from solbench.data.library import problems_root
@@ -23,19 +24,6 @@ from solbench.data.results import read_records
 from solbench.data.rollup import RollupError, in_phase, layer_problems, scenario, workload_at
 from solbench.errors import SolbenchError
 from solbench.present.model_view import WHOLE_LAYER_TAG
-
-
-class LineProgress:
-    def begin(self, total: int) -> None:
-        self.total, self.done, self.t0 = total, 0, time.perf_counter()
-
-    def task(self, problem: str, workload: str, candidate: str) -> None:
-        self.done += 1
-        print(f"[{self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] {problem} {workload} {candidate}",
-              flush=True)
-
-    def __getattr__(self, name: str):  # any other hook of the Progress protocol: ignore
-        return lambda *a, **k: None
 
 
 def parse_scenario(text: str):
