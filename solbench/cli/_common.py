@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.segment import Segment
 
+from solbench.errors import SolbenchError
 from solbench.present.markup import clean_text
 from solbench.units import si
 
@@ -63,6 +64,15 @@ def _console(stderr: bool = False) -> SafeConsole:
 
 console = _console()
 err_console = _console(stderr=True)
+
+
+def require_results(paths: Iterable[object], hint: str = "pass result files (.jsonl) or folders of them") -> None:
+    """One clear error for the first results path that does not exist (readers would only warn)."""
+    from pathlib import Path
+
+    for p in paths:
+        if not Path(str(p)).exists():
+            raise SolbenchError(f"{p}: no such file or folder: {hint}")
 
 
 def fmt_time(t: float | None) -> str:

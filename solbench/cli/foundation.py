@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, echo, err_console, fmt_time, plain, si
+from solbench.cli._common import console, echo, err_console, fmt_time, plain, require_results, si
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
@@ -54,9 +54,7 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool) -> No
     from solbench.present.frame import load_results
     from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
 
-    for p in paths:
-        if not p.exists():
-            raise SolbenchError(f"{p}: no such file or folder: pass result files (.jsonl) written by `solbench profile`")
+    require_results(paths, "pass result files (.jsonl) written by `solbench profile`")
     rows = measured_rows(load_results(paths, warn=False))
     if not rows:
         raise SolbenchError("no profiled record in these results: run `solbench profile PROBLEM...` first")

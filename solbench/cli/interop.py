@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from solbench.cli._app import app
-from solbench.cli._common import err_console, plain
+from solbench.cli._common import err_console, plain, require_results
 
 import_app = typer.Typer(help="make a problem folder from a peer's format", no_args_is_help=True)
 export_app = typer.Typer(help="write records in a peer's format", no_args_is_help=True)
@@ -63,5 +63,6 @@ def export_flashinfer_trace(
     """Records as FlashInfer-Trace traces, one JSON line each."""
     from solbench.data.interop.traces import export_traces
 
+    require_results(results)
     count = export_traces(results, output)
     typer.echo(f"{count} traces -> {output}")

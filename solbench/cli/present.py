@@ -21,7 +21,7 @@ import typer
 from rich.text import Text
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console
+from solbench.cli._common import console, err_console, require_results
 from solbench.errors import SolbenchError
 from solbench.present.markup import one_line
 
@@ -85,9 +85,7 @@ def selecting(command: Callable[..., None]) -> Callable[..., None]:
 def _load(paths: list[Path] | None):
     from solbench.present.frame import load_results
 
-    for p in paths or []:
-        if not p.exists():
-            raise SolbenchError(f"{p}: no such file or folder: pass result files (.jsonl) or folders of them")
+    require_results(paths or [])
     if not paths and not DEFAULT_RESULTS.is_dir():
         raise SolbenchError("no results/ folder here: pass result files (.jsonl), or run `solbench run` first")
     df = load_results(paths or [DEFAULT_RESULTS], warn=False)

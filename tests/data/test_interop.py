@@ -149,3 +149,12 @@ def test_a_workload_without_a_scalar_value_is_refused_in_one_line(tmp_path):
     w.write_text(w.read_text().replace(', "eps": {"type": "scalar", "value": 1e-06}', ""))
     with pytest.raises(ImportRefused, match="workload u1 gives no value"):
         import_definition(d, tmp_path / "p", w)
+
+
+def test_export_of_a_missing_results_file_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "traces.jsonl"
+    cli = subprocess.run([sys.executable, "-m", "solbench", "export", "flashinfer-trace", str(tmp_path / "nope.jsonl"),
+                          "-o", str(out)], capture_output=True, text=True)
+    assert cli.returncode != 0 and not out.exists()
+    assert cli.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope.jsonl'}: no such file or folder: "
+                                               "pass result files (.jsonl) or folders of them"]
