@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import matplotlib as mpl
 from matplotlib.collections import PathCollection
+from record_factory import make_recordset
 
 from solbench.present.chart_style import candidate_styles, palette_for
 from solbench.present.frame import records_frame
 from solbench.present.roofline_chart import roofline_figure
-from tests.record_factory import make_recordset
 
 
 def test_palette_in_force_gives_one_colour_per_candidate_whatever_the_order():
