@@ -200,7 +200,7 @@ def measure_launch_floor(device: str, quick: bool, log: Callable[[str], None] = 
     """Per timing method, what the harness's timer reads for the empty call: median, min, samples."""
     import torch
 
-    from solbench.timing import TimingConfig, run_plan, timing_plan
+    from solbench.timing import TimingConfig, drive, timing_plan
 
     sets = [(torch.zeros(1, dtype=torch.int32, device=device),) for _ in range(4)]
     out: dict[str, dict] = {}
@@ -208,7 +208,7 @@ def measure_launch_floor(device: str, quick: bool, log: Callable[[str], None] = 
         config = TimingConfig(device=device, method=method, budget_s=0.3 if quick else 1.0,
                               warmup_s=0.02 if quick else 0.1)
         try:
-            result, _ = run_plan(timing_plan(sets, config), _fill_one)
+            result, _ = drive(timing_plan(sets, config), _fill_one)
         except Exception as err:  # noqa: BLE001 - reported in the spec; the default floor then applies
             out[method] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
             log(f"  launch floor {method:6s} skipped ({out[method]['error']})")

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from solbench.guards.findings import REWARD_HACK, Finding
-from solbench.timing import run_plan
+from solbench.timing import drive
 
 # Bound at import (before the candidate): the probe's own clock cannot be patched away.
 _perf_counter_ns = time.perf_counter_ns
@@ -112,7 +112,7 @@ def _probe_round(inputs: Sequence[Any], count: int, gen: torch.Generator, kept: 
 def memoization_probe(run: Callable[..., Any], inputs: Sequence[Any], timed_median_s: float,
                       **kwargs: Any) -> Finding | None:
     """:func:`memoization_plan` with every call made as ``run(*args)``."""
-    return run_plan(memoization_plan(inputs, timed_median_s, **kwargs), run)
+    return drive(memoization_plan(inputs, timed_median_s, **kwargs), run)
 
 
 def memoization_plan(inputs: Sequence[Any], timed_median_s: float, probes: int = PROBES, ratio: float = RATIO,

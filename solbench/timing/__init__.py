@@ -12,7 +12,7 @@ The worker uses the plan form, ``timing_plan(sets, config, verify)``: a generato
 argument list of every call it wants made and is sent back that call's output (or thrown its
 exception), returning ``(result, last_outputs)``. The worker makes the call itself, from the one
 place it calls the candidate in every phase, so no timing frame is on the stack while the
-candidate runs (:mod:`solbench.worker.calls`). ``verify`` (:class:`Verify`) holds the parent's
+candidate runs (:func:`drive`). ``verify`` (:class:`Verify`) holds the parent's
 checks: edits between samples, outputs kept at chosen samples, and the refresh run.
 
 Methods (``TimingConfig.method``):
@@ -63,9 +63,17 @@ def timing_plan(sets: Sequence[Sequence[Any]], config: TimingConfig,
     return (yield from time_cuda(sets, config, verify))
 
 
-def run_plan(plan: Plan, call: Callable[..., Any]) -> Any:
-    """Make every call a plan asks for with ``call(*args)``; send each output back (an exception is
-    thrown into the plan, which may handle it); return what the plan returns."""
+def drive(plan: Plan, call: Callable[..., Any]) -> Any:
+    """Make every call a plan asks for as ``call(*args)``; send each output back (an exception is
+    thrown into the plan, which may handle it); return what the plan returns.
+
+    The one place a candidate's ``run`` is called, in every phase (correctness rounds, timed calls,
+    the memoization probe): the plans' own frames are suspended generators then, not on the stack,
+    so a candidate that walks its callers (``sys._getframe``) sees the same function names, modules
+    and lines above ``run`` whatever the phase. What still differs is not hidden: the frames'
+    locals, the time between calls, whether argument tensors were seen before; the parent does not
+    rely on phases looking alike (timed outputs are checked at samples it chose, see ``verify``).
+    """
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -83,8 +91,8 @@ def run_plan(plan: Plan, call: Callable[..., Any]) -> Any:
 def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
                verify: Verify | None = None) -> tuple[TimingResult, dict[int, Any]]:
     """fn(i) runs the candidate once on rotating input set i; returns (result, last output per set)."""
-    return run_plan(timing_plan([(i,) for i in range(n_sets)], config, verify), fn)
+    return drive(timing_plan([(i,) for i in range(n_sets)], config, verify), fn)
 
 
-__all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "run_plan", "Verify", "Edit",
+__all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "drive", "Verify", "Edit",
            "clone_output", "make_result"]

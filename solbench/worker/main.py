@@ -45,7 +45,7 @@ why not); the worker takes no copies of them, returns its outputs through the po
 and names an input after the call as ``{"$shared": j}``: the parent reads and judges it there.
 
 Every call of ``run`` (``call``, the timed calls, the guards' memoization probe) is made by
-:func:`solbench.worker.calls.drive` from :meth:`Worker.handle`: the same frames in every phase.
+:func:`solbench.timing.drive` from :meth:`Worker.handle`: the same frames in every phase.
 
 A failed request replies ``{"ok": false, "kind": "runtime", "message": first [... last] line, "traceback": str}``
 (the traceback also goes to the log). ``output`` is ``{"kind": "tensor", "type", "exact",
@@ -72,7 +72,7 @@ from typing import Any
 # does not replace the comparison this worker makes (nor the hook it calls).
 from solbench.guards import setup_worker, worker_findings, worker_probe
 from solbench.guards.fingerprints import same_bytes
-from solbench.worker.calls import drive
+from solbench.timing import drive
 
 # Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
 # and a bound on what it can write to disk (its log, build caches).
@@ -287,7 +287,7 @@ class Worker:
         """A ``call``, ``profile`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
         op = msg.get("op")
         plan = self.call(msg) if op == "call" else self.profiled(msg) if op == "profile" else self.time(msg)
-        return drive(self.run, plan)
+        return drive(plan, self.run)
 
     def call(self, msg: dict) -> Any:
         """The plan of a ``call`` request: one call on fresh device copies of the inputs."""

@@ -7,8 +7,8 @@ import contextlib
 
 import pytest
 
+from solbench.timing import drive
 from solbench.timing import graph as tg
-from solbench.timing import run_plan
 
 
 @pytest.mark.parametrize(("est_s", "n_sets"), [(1e-6, 4), (20e-6, 3), (1e-3, 2), (1e-9, 1), (5e-6, 7)])
@@ -75,7 +75,7 @@ def test_capture_keeps_the_last_output_of_each_set(monkeypatch):
         calls.append(i)
         return ("out", i, len(calls))
 
-    graph, outs = run_plan(tg.capture([(0,), (1,), (2,)], 6, "dev", _Main()), fn)
+    graph, outs = drive(tg.capture([(0,), (1,), (2,)], 6, "dev", _Main()), fn)
     assert calls[3:] == [0, 1, 2, 0, 1, 2]  # 3 warm-up calls, then the batch
     assert outs == {0: ("out", 0, 7), 1: ("out", 1, 8), 2: ("out", 2, 9)}
     assert fakes.log == ["begin", "end"] and fakes.current == "main"
@@ -93,7 +93,7 @@ def test_failed_capture_is_undone(monkeypatch, fail_at_end):
         return i
 
     with pytest.raises(RuntimeError) as info:
-        run_plan(tg.capture([(0,), (1,)], 4, "dev", _Main()), fn)
+        drive(tg.capture([(0,), (1,)], 4, "dev", _Main()), fn)
     assert info.value.rng_status == "ok"
     assert fakes.log[0] == "begin" and "end" in fakes.log and fakes.log[-1] == "restore snap"
     assert fakes.current == "main"  # the side stream is not left current

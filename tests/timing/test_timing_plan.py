@@ -13,7 +13,7 @@ import torch
 
 import solbench.timing.cuda as tc
 import solbench.timing.graph as tg
-from solbench.timing import Edit, TimingConfig, TimingError, Verify, run_plan, time_calls, timing_plan
+from solbench.timing import Edit, TimingConfig, TimingError, Verify, drive, time_calls, timing_plan
 
 
 def _sets(n: int, size: int = 8) -> list[list[torch.Tensor]]:
@@ -54,7 +54,7 @@ def test_cpu_plan_edits_keeps_and_refreshes_outside_the_window():
         return _honest(x, y)
 
     config = TimingConfig(budget_s=1.0, warmup_s=0.0, min_samples=10, max_samples=10)
-    result, last = run_plan(timing_plan(sets, config, verify), call)
+    result, last = drive(timing_plan(sets, config, verify), call)
     assert result.n == verify.sample == 10 and verify.edits_applied == 2
     timed = seen[3:13]  # after 3 warm-up calls (one per set), before the refresh call
     for s, (i, args) in enumerate(timed):
@@ -87,7 +87,7 @@ def test_the_candidate_is_called_from_one_place_with_no_timing_loop_above_it():
     time_calls(call, 2, TimingConfig(budget_s=0.01, warmup_s=0.001, min_samples=5), verify)
     assert len(stacks) == 1  # warm-up, timed samples and the refresh call: the same frames and lines
     (stack,) = stacks
-    assert stack[0][:2] == ("solbench.timing", "run_plan")
+    assert stack[0][:2] == ("solbench.timing", "drive")
     assert not any(module.startswith("solbench.timing.") for module, _, _ in stack)
 
 
@@ -227,7 +227,7 @@ def test_cuda_loops_edit_keep_and_refresh(monkeypatch, method):
     original = [[t.clone() for t in s] for s in sets]
     edits, fresh = _plan(sets)
     verify = Verify(sets, edits, keep=[0, 2, 4, 5], refresh=(1, fresh))
-    result, last = run_plan(timing_plan(sets, _cuda_config(method), verify), fake.honest)
+    result, last = drive(timing_plan(sets, _cuda_config(method), verify), fake.honest)
     assert result.method == method and verify.sample == 6 == result.n
     assert [(s, i) for s, i, _ in verify.kept] == [(0, 0), (2, 2), (4, 1), (5, 2)]
     for s, i, out in verify.kept:  # each kept output is that sample's set as it was then
@@ -245,7 +245,7 @@ def test_a_capture_that_records_a_stale_copy_fails_the_refresh(monkeypatch):
     sets = _sets(2)
     fresh = [torch.randn(8), torch.randn(8)]
     verify = Verify(sets, keep=[1], refresh=(0, fresh))
-    run_plan(timing_plan(sets, _cuda_config("graph"), verify), fake.stale)
+    drive(timing_plan(sets, _cuda_config("graph"), verify), fake.stale)
     assert not torch.equal(verify.refreshed, _honest(*fresh))  # the parent's refresh check fails it
 
 
@@ -256,7 +256,7 @@ def test_graph_to_events_fallback_keeps_the_sample_numbering(monkeypatch):
     original = [[t.clone() for t in s] for s in sets]
     edits = [Edit(7, 1, 0, torch.tensor([3]), torch.tensor([5.0]))]  # during the events samples
     verify = Verify(sets, edits, keep=[1, 7, 9], refresh=(1, [torch.randn(8), torch.randn(8)]))
-    result, _ = run_plan(timing_plan(sets, _cuda_config("auto", samples=5), verify), fake.honest)
+    result, _ = drive(timing_plan(sets, _cuda_config("auto", samples=5), verify), fake.honest)
     assert result.method == "events" and "graph_much_faster_than_eager" in result.flags
     assert verify.sample == 10  # 5 replays, then 5 events samples, numbered on
     assert [(s, i) for s, i, _ in verify.kept] == [(1, 1), (7, 1), (9, 1)]

@@ -1,4 +1,4 @@
-"""One call path (solbench.worker.calls): rounds, timed calls and the memoization probe reach the
+"""One call path (solbench.timing.drive): rounds, timed calls and the memoization probe reach the
 candidate through the same frames on the same thread; the worker carries out the parent's checks
 of timed calls (edits between samples, kept outputs, the refresh run) and reports them."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from solbench.worker.calls import drive
+from solbench.timing import drive
 from solbench.worker.client import WorkerClient
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
@@ -27,7 +27,7 @@ def test_drive_sends_outputs_and_throws_exceptions_into_the_plan():
         except ZeroDivisionError:
             return got, "handled"
 
-    assert drive(lambda a, b: a / b, plan()) == (0.5, "handled")
+    assert drive(plan(), lambda a, b: a / b) == (0.5, "handled")
 
 
 def test_every_phase_calls_run_from_the_same_frames_and_the_checks_come_back():

@@ -7,8 +7,9 @@ computed for, so re-checking the last timed output of each set passes; on the CP
 CPU roofline's T_ideal for the fixture is under 2 us).
 
 Now every call of ``run`` (rounds, timed calls, the memoization probe) is made from the same
-place (solbench.worker.calls.drive), and the timing loop's frames are suspended generators, not
-callers: no caller belongs to solbench.timing, the cache is never used, and it is timed as the
+place (solbench.timing.drive, which it skips: every phase has it), and the timing loop's frames
+are suspended generators, not callers: no other caller belongs to solbench.timing, the cache is
+never used, and it is timed as the
 honest GEMM it then is (HONEST). Had it found the loop, the edits between samples and the refresh
 check would catch the stale outputs (phase_ptr_repeat_cache).
 """
@@ -30,7 +31,8 @@ _cache: dict[tuple[int, ...], torch.Tensor] = {}
 def _being_timed() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_globals.get("__name__", "").startswith("solbench.timing"):
+        in_timing = frame.f_globals.get("__name__", "").startswith("solbench.timing")
+        if in_timing and frame.f_code.co_name != "drive":  # drive: the call path of every phase
             return True
         frame = frame.f_back
     return False
