@@ -31,9 +31,12 @@ GOAL_PROBLEMS, GOAL_CANDIDATES, GOAL_S = 40, 2, 600.0
 
 
 class Clock:
-    """Progress hooks that timestamp each (candidate, workload) and the gaps between them."""
+    """Progress hooks that timestamp each (candidate, workload) and the gaps between them; after
+    every record the JSON so far is rewritten (``complete: false``), so a run cut off by a time
+    limit still leaves its pairs."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: Path, meta: dict, n_problems: int) -> None:
+        self.out, self.meta, self.n_problems = out, meta, n_problems
         self.t_begin = 0.0
         self.last = 0.0
         self.rows: list[dict] = []
@@ -58,6 +61,15 @@ class Clock:
             "samples": record.timing.get("n"), "method": record.timing.get("method"), "harness": harness,
         })
         self.last = now
+        self.meta["spec"] = record.gpu_spec
+        self.write(now - self.t_begin, complete=False)
+
+    def write(self, total_s: float, complete: bool) -> dict:
+        summary = summarize(self.rows, total_s, self.meta["budget_s"], self.n_problems)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps({**self.meta, "complete": complete, "summary": summary, "pairs": self.rows},
+                                       indent=2) + "\n")
+        return summary
 
 
 def main() -> None:
@@ -85,20 +97,14 @@ def main() -> None:
     for item in plan:
         eager_first = sorted(item.candidates, key=lambda c: (c.name != "torch_eager", c.name))
         item.candidates = eager_first[: args.candidates or (1 if cpu else GOAL_CANDIDATES)]
-    clock = Clock()
+    out = Path(args.output or f"results/harness_overhead_{'cpu' if cpu else 'cuda'}.json")
+    meta = {"device": device, "spec": None, "budget_s": budget, "all_streams": options.all_streams}
+    clock = Clock(out, meta, len(plan))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = run_plan(plan, options, Path(tmp) / "records.jsonl", clock)
-        total = time.perf_counter() - t0
-
-    rows = clock.rows
-    summary = summarize(rows, total, budget, len(plan))
-    out = Path(args.output or f"results/harness_overhead_{'cpu' if cpu else 'cuda'}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"device": device, "spec": result.spec_id, "budget_s": budget,
-                               "all_streams": options.all_streams, "summary": summary,
-                               "pairs": rows}, indent=2) + "\n")
-    show(rows, summary, device)
+        run_plan(plan, options, Path(tmp) / "records.jsonl", clock)
+        summary = clock.write(time.perf_counter() - t0, complete=True)
+    show(clock.rows, summary, device)
     print(f"written {out}")
 
 
