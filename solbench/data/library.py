@@ -62,11 +62,11 @@ def resolve_problem(arg: str | Path, problems_dir: str | Path | None = None) -> 
                         "`solbench list`"])
 
 
-def library_tags(names: tuple[str, ...], problems_dir: str | Path | None = None) -> dict[str, list[str]]:
-    """Tags of the named problems, read from the library (for records written without tags)."""
+def library_problems(names: tuple[str, ...], problems_dir: str | Path | None = None) -> dict[str, Problem]:
+    """The named problems that the library holds and that load (by folder name ``<family>.<op>``)."""
     root = problems_root(problems_dir)
     wanted = set(names)
-    out: dict[str, list[str]] = {}
+    out: dict[str, Problem] = {}
     for f in find_problems(root) if root.is_dir() else []:
         if _folder_name(f) not in wanted:
             continue
@@ -74,5 +74,15 @@ def library_tags(names: tuple[str, ...], problems_dir: str | Path | None = None)
             prob = load_problem(f)
         except ProblemError:
             continue
-        out[prob.name] = list(prob.tags)
+        out[prob.name] = prob
     return out
+
+
+def library_tags(names: tuple[str, ...], problems_dir: str | Path | None = None) -> dict[str, list[str]]:
+    """Tags of the named problems, read from the library (for records written without tags)."""
+    return {name: list(prob.tags) for name, prob in library_problems(names, problems_dir).items()}
+
+
+def library_explanations(names: tuple[str, ...], problems_dir: str | Path | None = None) -> dict[str, dict[str, str]]:
+    """Each named problem's ``measured`` explanations (why profiled counters differ from its formulas)."""
+    return {name: dict(prob.measured) for name, prob in library_problems(names, problems_dir).items() if prob.measured}

@@ -140,6 +140,11 @@ class Problem(_Strict):
         default_factory=dict,
         description="axis values (var or const) that shrink the problem for quick CPU tests",
     )
+    measured: dict[Literal["flops", "bytes"], str] = Field(
+        default_factory=dict,
+        description="why the counters of a profiled run (`solbench profile`) differ from `flops` or `bytes` by more "
+                    "than 10%, per quantity: `validate --measured` shows it and counts that disagreement as explained",
+    )
     notes: str = ""
 
     _path: Path | None = PrivateAttr(default=None)

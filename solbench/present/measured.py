@@ -5,7 +5,7 @@ candidate whose call moved the fewest DRAM bytes stands for the formula: a formu
 traffic of an ideal, fused kernel, so an unfused candidate that moves more is that candidate's cost,
 not the formula's error. Its counted FLOPs and DRAM bytes (read + written) are divided by the
 declared ones; a ratio off by more than ``TOLERANCE`` is a disagreement to fix or to explain in the
-problem file (``solbench validate --measured``).
+problem file (its ``measured:`` key, per quantity; ``solbench validate --measured``).
 
 What the counters cannot see is said in the note: FLOPs are counted from FP add/mul/fma and
 tensor-core instructions, so transcendentals (exp, rsqrt) and integer work are not; DRAM bytes
@@ -15,6 +15,7 @@ miss writes still held in L2 when the kernel ends (ncu measures one kernel at a 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -43,6 +44,8 @@ class MeasuredRow:
     bytes_ratio: float | None
     disagrees: bool
     note: str = ""
+    explained: str = ""  # the problem file's reasons for the quantities that disagree
+    unexplained: bool = False  # a quantity disagrees and the problem file says nothing about it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -83,8 +86,10 @@ def profiled(df: pd.DataFrame) -> pd.DataFrame:
     return df[ok]
 
 
-def measured_rows(df: pd.DataFrame, tolerance: float = TOLERANCE) -> list[MeasuredRow]:
-    """One row per (problem, workload, GPU) of the profiled records in ``df`` (from ``load_results``)."""
+def measured_rows(df: pd.DataFrame, tolerance: float = TOLERANCE,
+                  explanations: Mapping[str, Mapping[str, str]] | None = None) -> list[MeasuredRow]:
+    """One row per (problem, workload, GPU) of the profiled records in ``df`` (from ``load_results``);
+    ``explanations``: problem -> {"flops"|"bytes": why} (each problem file's ``measured:``)."""
     rows = []
     for (problem, workload, gpu), group in profiled(df).groupby(["problem", "workload", "gpu"], sort=True):
         best = group.sort_values(_COLUMNS["bytes"]).iloc[0]
@@ -93,10 +98,13 @@ def measured_rows(df: pd.DataFrame, tolerance: float = TOLERANCE) -> list[Measur
         measured_flops = None if measured_flops is None or pd.isna(measured_flops) else float(measured_flops)
         measured_bytes = float(best[_COLUMNS["bytes"]])
         fr, br = _ratio(measured_flops, declared_flops), _ratio(measured_bytes, declared_bytes)
-        disagrees = _off(fr, tolerance) or _off(br, tolerance)
+        off = [q for q, r in (("flops", fr), ("bytes", br)) if _off(r, tolerance)]
+        why = (explanations or {}).get(problem, {})
         rows.append(MeasuredRow(one_line(problem), one_line(workload), one_line(gpu), one_line(best["solution"], 60),
                                 group["solution"].nunique(), declared_flops, measured_flops, fr, declared_bytes,
-                                measured_bytes, br, disagrees, _note(fr, br, declared_flops) if disagrees else ""))
+                                measured_bytes, br, bool(off), _note(fr, br, declared_flops) if off else "",
+                                "; ".join(f"{q}: {one_line(why[q], 400).rstrip('.')}" for q in off if why.get(q)),
+                                any(not why.get(q) for q in off)))
     return rows
 
 
@@ -113,5 +121,12 @@ def markdown_table(rows: list[MeasuredRow]) -> str:
     for r in rows:
         lines.append(f"| {r.problem} | {r.workload} | {r.candidate} | {si(r.declared_flops)} | {si(r.measured_flops)} "
                      f"| {_ratio_text(r.flops_ratio)} | {si(r.declared_bytes, 'B')} | {si(r.measured_bytes, 'B')} "
-                     f"| {_ratio_text(r.bytes_ratio)} | {r.note or 'agrees within 10%'} |")
+                     f"| {_ratio_text(r.bytes_ratio)} | {note_text(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def note_text(r: MeasuredRow) -> str:
+    """The note a reader sees: agreement, the problem file's explanation, or what to check first."""
+    if not r.disagrees:
+        return "agrees within 10%"
+    return f"explained in the problem file: {r.explained}" if r.explained and not r.unexplained else r.note

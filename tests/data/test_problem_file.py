@@ -82,6 +82,7 @@ def test_loading_does_not_execute_reference(tmp_path):
         (lambda d: d["workloads"][0]["axes"].update(H=3), "not a var axis (const)"),
         (lambda d: d.update(name="nodot"), "<family>.<op>"),
         (lambda d: d["outputs"].update(x={"shape": ["T"], "dtype": "float32"}), "also inputs"),
+        (lambda d: d.update(measured={"time": "ncu is slower"}), "measured.time"),
     ],
 )
 def test_bad_problem_is_refused_with_the_key(tmp_path, mutate, expect):

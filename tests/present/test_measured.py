@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from solbench.cli import app
@@ -16,6 +18,7 @@ from solbench.data.results import append_records
 from solbench.errors import SolbenchError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "scaled_add"
 GEMM_FLOPS = 2 * 4096**3
 
 
@@ -59,3 +62,39 @@ def test_results_without_profiles_say_so_in_one_line(tmp_path):
     out = CliRunner().invoke(app, ["validate", "--measured", str(tmp_path)])
     assert isinstance(out.exception, SolbenchError)  # main() prints it on one line, exit 2
     assert "no profiled record" in str(out.exception) and "solbench profile" in str(out.exception)
+
+
+def _library_with_probe(root: Path, measured: dict[str, str]) -> Path:
+    """A problems folder holding ``probe.gemm`` whose file explains these disagreements."""
+    folder = root / "probe" / "gemm"
+    shutil.copytree(TINY, folder)
+    data = yaml.safe_load((folder / "problem.yaml").read_text())
+    data.update(name="probe.gemm", measured=measured)
+    (folder / "problem.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return root
+
+
+def test_a_disagreement_explained_in_the_problem_file_is_shown_and_passes(tmp_path):
+    append_records(tmp_path / "r.jsonl", [_record("gemm", [5], GEMM_FLOPS // 2, 176220160)])
+    lib = _library_with_probe(tmp_path / "lib", {"flops": "the kernel computes the padded tile twice."})
+    out = CliRunner().invoke(app, ["validate", "--measured", str(tmp_path / "r.jsonl"), "--problems", str(lib),
+                                   "--format", "json"])
+    assert out.exit_code == 0, out.output
+    row = json.loads(out.stdout)[0]
+    assert row["disagrees"] and not row["unexplained"]
+    assert row["explained"] == "flops: the kernel computes the padded tile twice"
+    table = CliRunner().invoke(app, ["validate", "--measured", str(tmp_path / "r.jsonl"), "--problems", str(lib),
+                                     "--format", "markdown"])
+    assert "explained in the problem file: flops: the kernel computes" in table.stdout
+
+
+def test_explaining_one_quantity_does_not_excuse_the_other(tmp_path):
+    dram = 148257280 + 27962880
+    append_records(tmp_path / "r.jsonl", [_record("gemm", [5], GEMM_FLOPS // 2, dram // 3)])  # both off
+    lib = _library_with_probe(tmp_path / "lib", {"flops": "counted twice by design"})
+    out = CliRunner().invoke(app, ["validate", "--measured", str(tmp_path / "r.jsonl"), "--problems", str(lib),
+                                   "--format", "json"])
+    assert out.exit_code == 1
+    row = json.loads(out.stdout)[0]
+    assert row["unexplained"] and row["explained"] == "flops: counted twice by design"
+    assert "more DRAM bytes" in row["note"]
