@@ -206,6 +206,10 @@ print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_rec
           $(ls problems/$P/solutions/triton_*.py | sed 's/^/-s /') --budget 0.2 --timeout 60 -q \
           -o "results/h200/new_problems_$STAMP.jsonl"
       done ;;
+    jit_cache)
+      # --jit-cache: a torch.compile candidate's first record cold, then warm (fresh workers each time)
+      step jit_cache timeout ${JIT_TIMEOUT:-200} python3 benchmarks/jit_cache.py --problem llama3_1_8b.rmsnorm \
+        --workload prefill_b1_s2048 -o "results/h200/jit_cache_$STAMP.json" ;;
     transport)
       # issue 15: the CUDA VMM pool (export/import across processes, a worker as nobody, mutation seen by
       # the parent), then the same problems by memfd and by the device route, harness timings per record

@@ -221,6 +221,7 @@ def run(
     jobs: int = _setting("jobs", "--jobs"),
     cluster: str = _setting("cluster", "--cluster"),
     transport: str = _setting("transport", "--transport"),
+    jit_cache: str = _setting("jit_cache", "--jit-cache"),
     worker_user: str = _setting("worker_user", "--worker-user"),
     worker_read: list[str] = typer.Option(None, "--worker-read", help=api.RunOptions.model_fields["worker_reads"].description
                                           + " (repeatable)"),
@@ -231,7 +232,7 @@ def run(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
         seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
         cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
-        gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport,
+        gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
         worker_reads=tuple(worker_read) if worker_read else None,
     )
     if not options.guards:

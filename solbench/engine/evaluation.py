@@ -60,6 +60,7 @@ class CandidateSlot:
     problem: str = ""
     launcher: tuple[str, ...] = ()  # a profiler the worker runs under (solbench profile: ncu ...)
     transport: str = "memfd"  # device or memfd: how its worker's tensors travel (RunOptions.transport, resolved)
+    jit: tuple[str, str] | None = None  # (store, key): JIT caches kept between runs (RunOptions.jit_cache)
     client: WorkerClient | None = None
     state: str = "none"  # none | spawned | loading | ready
     load_failure: Evaluation | None = None
@@ -75,7 +76,8 @@ class CandidateSlot:
         """Start the worker process now; it imports torch while other work goes on."""
         if self.load_failure is None and self.client is None:
             self.client = WorkerClient(self.device, guards=self.guards, account=self.account,
-                                       reads=self._readable(), launcher=self.launcher, transport=self.transport)
+                                       reads=self._readable(), launcher=self.launcher, transport=self.transport,
+                                       jit=self.jit)
             self.client.spawn()
             self.state, self.first_call, self.log_start = "spawned", not self.first_call_timed_out, 0
 
@@ -118,6 +120,8 @@ class CandidateSlot:
             self.state, self.has_setup = "ready", reply.get("setup") is True
             self.startup.update(worker_start_s=self.client.up_at - self.client.spawned_at,
                                 load_s=time.monotonic() - self.load_sent_at)
+            if self.jit is not None:  # a first call with a warm cache compiles less: say so
+                self.startup["jit_cache_restored_bytes"] = self.client.jit_restored_bytes
         else:
             self.log_start = self.client.log_size()
         return None

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from solbench.errors import SolbenchError
 from solbench.timing.config import TimingConfig
@@ -75,6 +75,11 @@ class RunOptions(BaseModel):
                                                 "events only, blind to work on other streams")
     guards: bool = Field(True, description="the reward-hacking guards (solbench.guards); off only to measure what "
                                            "they add, never for untrusted code: records are flagged guards-off")
+    jit_cache: str | None = Field(default_factory=lambda: os.environ.get("SOLBENCH_JIT_CACHE") or None,
+                                  description="folder where each candidate's JIT caches (Triton, Inductor, CuPy, CUDA) "
+                                              "are kept between runs, one per candidate source, problem, device and "
+                                              "compiler versions; a candidate only loads its own (default "
+                                              "$SOLBENCH_JIT_CACHE, else none: every worker compiles afresh)")
     transport: str = Field("auto", description="how inputs and outputs move between the parent and a worker: device "
                                                "(GPU memory shared by CUDA VMM, never through the host), memfd (through "
                                                "host shared memory; the CPU's route), or auto (device when available)")
@@ -98,6 +103,11 @@ class RunOptions(BaseModel):
                 raise SolbenchError(f"unknown run setting {name!r}: use one of {', '.join(cls.model_fields)}") from None
             raise SolbenchError(f"run setting {name}: {first['msg']}") from None
 
+    @field_validator("jit_cache", mode="before")
+    @classmethod
+    def _folder(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
     @model_validator(mode="after")
     def _check(self) -> RunOptions:
         _check_device(self.device)
@@ -116,6 +126,8 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--interleave {self.interleave}: give the number of A, B, ... rounds (0: off)")
         if self.cooldown_max_s < 0:
             raise SolbenchError(f"--cooldown {self.cooldown_max_s}: give the most seconds to wait, 0 or more")
+        if self.jit_cache is not None and os.path.exists(self.jit_cache) and not os.path.isdir(self.jit_cache):
+            raise SolbenchError(f"--jit-cache {self.jit_cache}: not a folder; give a folder for the caches")
         timing_config(self, None).validate()
         _check_transport(self.transport, self.device)
         _check_placement(self)

@@ -44,6 +44,7 @@ from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
+from solbench.worker.jitcache import cache_key
 
 
 @dataclass
@@ -141,7 +142,17 @@ class Runner:
         # The worker may read the candidate's folder and the problem's (its shapes and reference are public).
         reads = (str(problem.folder.resolve()), *opts.worker_reads)
         return CandidateSlot(candidate, opts.device, guards=opts.guards, account=self.account, reads=reads,
-                             inputs=tuple(problem.inputs), problem=problem.name, transport=self.transport)
+                             inputs=tuple(problem.inputs), problem=problem.name, transport=self.transport,
+                             jit=self._jit_store(candidate, problem))
+
+    def _jit_store(self, candidate: CandidateFile, problem: Problem) -> tuple[str, str] | None:
+        """(store, key) of the candidate's JIT caches kept between runs, or None (RunOptions.jit_cache)."""
+        if self.options.jit_cache is None:
+            return None
+        env = self.environment
+        key = cache_key(candidate.sha256, problem.name, self.options.device, self.device_name,
+                        str(env.get("torch")), str(env.get("triton")), str(env.get("cupy")), str(env.get("solbench")))
+        return str(Path(self.options.jit_cache).expanduser().resolve()), key
 
     def discard_started(self, keep: set[tuple[str, str]] = frozenset()) -> None:
         """Stop the workers started ahead for a problem that will not run here (all but ``keep``:

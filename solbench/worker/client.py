@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
+from solbench.worker import jitcache
 from solbench.worker.cleanup import (
     PREFIX,
     join_cgroup,
@@ -74,6 +75,7 @@ def describe_exit(returncode: int | None) -> str:
 
 # JIT caches each worker keeps in its own folder: a cache shared between candidates would let one
 # plant compiled artefacts (a kernel binary under another kernel's key) that a later one loads.
+JIT_FOLDER = "jit-cache"
 JIT_CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUPY_CACHE_DIR": "cupy",
                   "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda"}
 # The worker's own HOME, temp and cache folders (below its folder), so nothing lands in the user's.
@@ -100,8 +102,9 @@ def _python_path() -> str:
 
 def _worker_env(work_dir: Path, user: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not SECRET_VARS.search(k)}
+    env.pop("SOLBENCH_JIT_CACHE", None)  # the parent's store of every candidate's caches: not the worker's business
     for var, name in JIT_CACHE_VARS.items():
-        env[var] = str(work_dir / "jit-cache" / name)
+        env[var] = str(work_dir / JIT_FOLDER / name)
     for var, name in HOME_VARS.items():
         env[var] = str(work_dir / name)
     if user is not None:
@@ -116,7 +119,8 @@ class WorkerClient:
     """One worker process for one candidate on one device; ``guards=False`` starts it without its guards."""
 
     def __init__(self, device: str, guards: bool = True, account: tuple[int, int] | None = None,
-                 reads: tuple[str, ...] = (), launcher: tuple[str, ...] = (), transport: str = "memfd"):
+                 reads: tuple[str, ...] = (), launcher: tuple[str, ...] = (), transport: str = "memfd",
+                 jit: tuple[str, str] | None = None):
         self.device = device
         self.guards = guards
         # How tensors travel (RunOptions.transport, resolved): "device" (a CUDA pool shared with this
@@ -133,6 +137,9 @@ class WorkerClient:
         self.worker_pid: int | None = None  # from its hello (under a launcher, not proc.pid)
         self.account = account  # (uid, gid) to run as (the parent is root), or None: this user
         self.reads = reads  # folders the worker may read besides the Python installation (the candidate's)
+        # (store, key): JIT caches kept between runs for this candidate (solbench.worker.jitcache), or None
+        self.jit = jit
+        self.jit_restored_bytes = 0
         self.cgroup: Path | None = None
         self.sandbox: dict[str, Any] = {}  # what the worker applied (its hello)
         self.proc: subprocess.Popen | None = None
@@ -178,6 +185,9 @@ class WorkerClient:
         if self.account is not None:
             for path in (self.dir, *(self.dir / name for name in HOME_VARS.values())):
                 os.chown(path, *self.account)
+        if self.jit is not None:
+            self.jit_restored_bytes = jitcache.restore(Path(self.jit[0]), self.jit[1], self.dir / JIT_FOLDER,
+                                                       self.account)
 
     def _listen(self) -> socket.socket:
         """A listening socket in the worker's folder, for a worker started under a launcher."""
@@ -357,6 +367,8 @@ class WorkerClient:
         if self.cgroup is not None:
             remove_cgroup(self.cgroup.name)
             self.cgroup = None
+        if self.jit is not None and self.dir is not None:  # the worker and all it started are gone
+            jitcache.save(self.dir / JIT_FOLDER, Path(self.jit[0]), self.jit[1])
         if self.dir is not None:
             remove_tree(self.dir)
             self.dir = None

@@ -69,3 +69,12 @@ def test_timing_config_is_derived_in_one_place():
     assert (cpu.device, cpu.budget_s, cpu.method, cpu.l2_bytes) == ("cpu", 0.3, "auto", None)
     cuda = timing_config(RunOptions.model_construct(device="cuda:1", budget_s=1.0, timing_method="graph"), 50 << 20)
     assert (cuda.device, cuda.method, cuda.l2_bytes) == ("cuda", "graph", 50 << 20)
+
+
+def test_a_jit_cache_that_is_a_file_is_refused_in_one_line(tmp_path):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    with pytest.raises(SolbenchError, match="--jit-cache .*notes.txt: not a folder"):
+        RunOptions(device="cpu", jit_cache=taken)
+    assert taken.read_text() == "mine"
+    assert RunOptions(device="cpu", jit_cache=tmp_path / "new").jit_cache == str(tmp_path / "new")
