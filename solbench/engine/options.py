@@ -126,12 +126,24 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--interleave {self.interleave}: give the number of A, B, ... rounds (0: off)")
         if self.cooldown_max_s < 0:
             raise SolbenchError(f"--cooldown {self.cooldown_max_s}: give the most seconds to wait, 0 or more")
-        if self.jit_cache is not None and os.path.exists(self.jit_cache) and not os.path.isdir(self.jit_cache):
-            raise SolbenchError(f"--jit-cache {self.jit_cache}: not a folder; give a folder for the caches")
+        if self.jit_cache is not None:
+            _check_jit_cache(self.jit_cache)
         timing_config(self, None).validate()
         _check_transport(self.transport, self.device)
         _check_placement(self)
         return self
+
+
+def _check_jit_cache(folder: str) -> None:
+    """The JIT-cache store is a folder this process can make and write (made here, private)."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise SolbenchError(f"--jit-cache {folder}: not a folder; give a folder for the caches")
+    try:
+        os.makedirs(os.path.expanduser(folder), mode=0o700, exist_ok=True)
+    except OSError as err:
+        raise SolbenchError(f"--jit-cache {folder}: cannot make it ({err.strerror}); give a writable folder") from None
+    if not os.access(os.path.expanduser(folder), os.W_OK):
+        raise SolbenchError(f"--jit-cache {folder}: not writable; give a writable folder")
 
 
 def _check_device(device: str) -> None:

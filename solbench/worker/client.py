@@ -186,8 +186,12 @@ class WorkerClient:
             for path in (self.dir, *(self.dir / name for name in HOME_VARS.values())):
                 os.chown(path, *self.account)
         if self.jit is not None:
-            self.jit_restored_bytes = jitcache.restore(Path(self.jit[0]), self.jit[1], self.dir / JIT_FOLDER,
-                                                       self.account)
+            try:
+                self.jit_restored_bytes = jitcache.restore(Path(self.jit[0]), self.jit[1], self.dir / JIT_FOLDER,
+                                                           self.account)
+            except OSError:  # an unreadable store: this worker compiles afresh, in a folder it makes itself
+                remove_tree(self.dir / JIT_FOLDER)
+                self.jit_restored_bytes = 0
 
     def _listen(self) -> socket.socket:
         """A listening socket in the worker's folder, for a worker started under a launcher."""
@@ -368,7 +372,10 @@ class WorkerClient:
             remove_cgroup(self.cgroup.name)
             self.cgroup = None
         if self.jit is not None and self.dir is not None:  # the worker and all it started are gone
-            jitcache.save(self.dir / JIT_FOLDER, Path(self.jit[0]), self.jit[1])
+            try:
+                jitcache.save(self.dir / JIT_FOLDER, Path(self.jit[0]), self.jit[1])
+            except OSError:  # a full or vanished store costs the next run a compile, never this run's results
+                pass
         if self.dir is not None:
             remove_tree(self.dir)
             self.dir = None

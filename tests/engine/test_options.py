@@ -78,3 +78,10 @@ def test_a_jit_cache_that_is_a_file_is_refused_in_one_line(tmp_path):
         RunOptions(device="cpu", jit_cache=taken)
     assert taken.read_text() == "mine"
     assert RunOptions(device="cpu", jit_cache=tmp_path / "new").jit_cache == str(tmp_path / "new")
+
+
+def test_a_jit_cache_that_cannot_be_made_is_refused_in_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SolbenchError, match="--jit-cache .*: cannot make it"):
+        RunOptions(device="cpu", jit_cache=blocker / "store")
