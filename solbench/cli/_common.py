@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from enum import Enum
 
 import typer
 from rich.console import Console
@@ -20,6 +21,14 @@ from rich.segment import Segment
 from solbench.errors import SolbenchError
 from solbench.present.markup import clean_text
 from solbench.units import si
+
+
+class ListFormat(str, Enum):
+    """--format of the commands that print rows: a rich table, markdown or JSON."""
+
+    table = "table"
+    markdown = "markdown"
+    json = "json"
 
 
 class SafeConsole(Console):

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console
+from solbench.cli._common import ListFormat, console, err_console
 from solbench.cli.present import DEFAULT_RESULTS, RESULTS_ARG, _done, _load, _warn, selecting
 from solbench.errors import SolbenchError
 
@@ -129,17 +129,11 @@ def _gate(result, fail_on_slower: float | None, fail_on_missing: bool) -> None:
         raise typer.Exit(1)
 
 
-class HistoryFormat(str, Enum):
-    table = "table"
-    markdown = "markdown"
-    json = "json"
-
-
 @app.command()
 @selecting
 def history(
     results: list[Path] = RESULTS_ARG,
-    fmt: HistoryFormat = typer.Option(HistoryFormat.table, "--format", "-f", help="output format"),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="output format"),
     chart: Path = typer.Option(None, "--chart", "-o", help="also write the trend chart (.png, .svg or .pdf)"),
     min_effect: float = typer.Option(2.0, "--min-effect", min=0.0, max=99.0, metavar="PCT",
                                      help="smallest change in percent marked as a change point"),
@@ -158,14 +152,14 @@ def history(
     _warn(h.warnings)
     if not h.series:
         raise SolbenchError(f"no series with {min_runs} run(s) or more: lower --min-runs or pass more results")
-    if fmt == HistoryFormat.table:
+    if fmt == ListFormat.table:
         rows = hist.history_rows(h)
         styles = [{"slower": "red", "faster": "green"}.get(p.change.verdict) if p.is_change else None
                   for s in h.series for p in s.points]
         _print_table(hist.HEADERS, rows, styles, f"History: {len(h.series)} series, "
                                                  f"{len(h.change_points())} change point(s)")
     else:
-        text = hist.to_markdown(h) if fmt == HistoryFormat.markdown else hist.to_json(h)
+        text = hist.to_markdown(h) if fmt == ListFormat.markdown else hist.to_json(h)
         typer.echo(text, nl=not text.endswith("\n"))
     if chart is not None:
         _done("chart", save(hist.history_figure(h), chart))

@@ -10,19 +10,13 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, echo, err_console, fmt_time, plain, require_results, si
+from solbench.cli._common import ListFormat, console, echo, err_console, fmt_time, plain, require_results, si
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
 from solbench.data.roofline import problem_points, workload_point
 from solbench.data.validate import validate_paths
 from solbench.errors import SolbenchError
-
-
-class ListFormat(str, Enum):
-    table = "table"
-    markdown = "markdown"
-    json = "json"
 
 
 @app.command()

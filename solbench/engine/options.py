@@ -106,7 +106,10 @@ class RunOptions(BaseModel):
     @field_validator("jit_cache", mode="before")
     @classmethod
     def _folder(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
+        """Resolved once here (``~`` expanded, made absolute): every executor gets the same store."""
+        if isinstance(value, (str, os.PathLike)) and os.fspath(value):
+            return os.path.abspath(os.path.expanduser(os.fspath(value)))
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> RunOptions:
@@ -139,10 +142,10 @@ def _check_jit_cache(folder: str) -> None:
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise SolbenchError(f"--jit-cache {folder}: not a folder; give a folder for the caches")
     try:
-        os.makedirs(os.path.expanduser(folder), mode=0o700, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
     except OSError as err:
         raise SolbenchError(f"--jit-cache {folder}: cannot make it ({err.strerror}); give a writable folder") from None
-    if not os.access(os.path.expanduser(folder), os.W_OK):
+    if not os.access(folder, os.W_OK):
         raise SolbenchError(f"--jit-cache {folder}: not writable; give a writable folder")
 
 

@@ -152,7 +152,7 @@ class Runner:
         env = self.environment
         key = cache_key(candidate.sha256, problem.name, self.options.device, self.device_name,
                         str(env.get("torch")), str(env.get("triton")), str(env.get("cupy")), str(env.get("solbench")))
-        return str(Path(self.options.jit_cache).expanduser().resolve()), key
+        return self.options.jit_cache, key
 
     def discard_started(self, keep: set[tuple[str, str]] = frozenset()) -> None:
         """Stop the workers started ahead for a problem that will not run here (all but ``keep``:

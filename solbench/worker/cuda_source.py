@@ -39,7 +39,7 @@ def first_error_line(build_output: str) -> str:
 
 
 def _short_paths(line: str) -> str:
-    """``/tmp/x/work/kernel.cu(3): error`` -> ``kernel.cu(3): error``: no host path in a record."""
+    """``<build folder>/kernel.cu(3): error`` -> ``kernel.cu(3): error``: no host path in a record."""
     return re.sub(r"(?:/[^\s/:()]+)+/([^\s/:()]+)", r"\1", line)
 
 

@@ -58,11 +58,12 @@ def test_liger_baselines_are_skipped_without_liger(tmp_path):
 
 def test_cu_build_is_named_by_content_and_reports_the_first_error_line():
     assert extension_name(b"a") == extension_name(b"a") != extension_name(b"b")
-    log = ("[1/2] /usr/local/cuda/bin/nvcc -c /tmp/w/kernel.cu -o kernel.cuda.o\n"
+    build = "/" + "/".join(("builds", "w", "work"))  # a worker's build folder, as nvcc names it
+    log = (f"[1/2] /usr/local/cuda/bin/nvcc -c {build}/kernel.cu -o kernel.cuda.o\n"
            "FAILED: kernel.cuda.o\n"
-           "/tmp/w/work/kernel.cu(12): error: identifier \"blockIdxx\" is undefined\n"
-           "/tmp/w/work/kernel.cu(13): error: expected a \";\"\n"
-           "2 errors detected in the compilation of \"/tmp/w/work/kernel.cu\".\n"
+           f"{build}/kernel.cu(12): error: identifier \"blockIdxx\" is undefined\n"
+           f"{build}/kernel.cu(13): error: expected a \";\"\n"
+           f"2 errors detected in the compilation of \"{build}/kernel.cu\".\n"
            "ninja: build stopped: subcommand failed.\n")
     assert first_error_line(log) == 'kernel.cu(12): error: identifier "blockIdxx" is undefined'
     assert first_error_line("x.cpp:3:1: fatal error: nothing.h: No such file or directory") \
