@@ -53,6 +53,8 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, probl
     from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
 
     require_results(paths, "pass result files (.jsonl) written by `solbench profile`")
+    if problems is not None and not problems.is_dir():
+        raise SolbenchError(f"--problems {problems}: no such folder; give the folder holding the problem files")
     df = load_results(paths, warn=False)
     names = tuple(df["problem"].unique()) if "problem" in df.columns else ()
     rows = measured_rows(df, explanations=library_explanations(names, problems))

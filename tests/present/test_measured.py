@@ -98,3 +98,10 @@ def test_explaining_one_quantity_does_not_excuse_the_other(tmp_path):
     row = json.loads(out.stdout)[0]
     assert row["unexplained"] and row["explained"] == "flops: counted twice by design"
     assert "more DRAM bytes" in row["note"]
+
+
+def test_a_problems_folder_that_is_not_there_is_refused_in_one_line(tmp_path):
+    append_records(tmp_path / "r.jsonl", [_record("gemm", [5], GEMM_FLOPS // 2, 176220160)])
+    out = CliRunner().invoke(app, ["validate", "--measured", str(tmp_path / "r.jsonl"), "--problems",
+                                   str(tmp_path / "nowhere")])
+    assert isinstance(out.exception, SolbenchError) and "--problems" in str(out.exception)
