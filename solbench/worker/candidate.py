@@ -168,9 +168,13 @@ def load_sibling(file: str | Path, name: str) -> ModuleType:
     For candidate authors: ``_eager = solbench.load_sibling(__file__, "torch_eager.py").run``. Each
     file gets a module name of its own, so the ``torch_eager.py`` of two problems never collide in
     one worker (a plain ``import torch_eager`` gives whichever was imported first), and the module
-    counts as candidate code for the guards, like the candidate itself.
+    counts as candidate code for the guards, like the candidate itself. ``name`` is a path below the
+    candidate's folder (no ``..``, not absolute).
     """
-    path = Path(file).resolve().parent / name
+    folder = Path(file).resolve().parent
+    path = folder / name
+    if Path(name).is_absolute() or ".." in Path(name).parts:  # what a JIT-cache key covers is the folder
+        raise ValueError(f"load_sibling: {name!r} is not a file below the folder of {Path(file).name}")
     if not path.is_file():
         raise FileNotFoundError(f"load_sibling: no file {name!r} next to {Path(file).name}")
     return import_file(path, module_name("solbench_candidate_sibling_", path))
