@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, plain
+from solbench.cli._common import console, err_console, fmt_time, json_text, plain
 from solbench.cli.present import RESULTS_ARG, _load
 from solbench.units import si, sol_text
 
@@ -95,7 +94,7 @@ def model(
 
         save(model_figure([view]), chart)
     if as_json:
-        typer.echo(json.dumps(view.as_dict(), indent=2))
+        typer.echo(json_text(view.as_dict()))
     else:
         console.print(view_table(view))
         for line in _summary(view):

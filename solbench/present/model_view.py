@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from solbench.data.hardware import HardwareSpec, load_spec
+from solbench.data.hardware import HardwareSpec, load_spec, load_spec_id
 from solbench.data.library import problems_root
 from solbench.data.problem import Problem, find_problems, load_problem
 from solbench.data.rollup import Phase, RollupError, Scenario, in_phase, layer_problems, scenario, workload_at
@@ -135,7 +135,7 @@ def pick_gpu(records: pd.DataFrame, names: Iterable[str], gpu: str | None) -> Ha
                           "(scripts/run_model.py), or pass other result files")
     if len(gpus) > 1:
         raise RollupError(f"records of several GPUs ({', '.join(one_line(g, 40) for g in gpus)}): pick one with --gpu")
-    return load_spec(gpus[0])
+    return load_spec_id(gpus[0])  # a record's text: an id, never a path
 
 
 def _op_row(problem: Problem, sc: Scenario, spec: HardwareSpec, record: pd.Series | None) -> dict[str, Any]:

@@ -140,6 +140,20 @@ def test_cli_json_exit_codes_and_chart(tmp_path, problems):
     assert res.exit_code != 0 and "no problem of model 'no_such_model'" in str(res.exception or res.output)
 
 
+def test_a_gpu_named_by_a_record_is_never_a_path_to_open(tmp_path, problems):
+    """Records whose gpu_spec names a file (any one can write a results file): the view refuses it in
+    one line that names no content of that file, and never opens it."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("root:$6$SECRETHASH:19000:0:99999:7:::\n")
+    records = [dict(r, gpu_spec=str(secret)) for r in
+               (_record(p, DECODE, "torch_eager", SOLS[p.name.split(".", 1)[1]]) for p in _layer_ops(problems, DECODE))]
+    path = tmp_path / "r.jsonl"
+    append_records(path, records)
+    res = CliRunner().invoke(app, ["model", "llama3_1_8b", str(path)])
+    assert res.exit_code != 0 and "SECRETHASH" not in res.output and "SECRETHASH" not in str(res.exception)
+    assert "is not a spec id" in str(res.exception) + res.output and "Traceback" not in res.output
+
+
 def test_measured_markdown_block(tmp_path, problems):
     path = _write(tmp_path, problems, DECODE, SOLS)
     text = "<!-- measured model=llama3_1_8b phase=decode tokens=1 context=8192 results=old.jsonl -->\n<!-- /measured -->"
