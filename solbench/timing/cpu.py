@@ -19,8 +19,10 @@ def time_cpu(sets: Sequence[Sequence[Any]], config: TimingConfig,
     clock = _perf_counter_ns
     n_sets = len(sets)
     last: dict[int, Any] = {}
-    # Warm-up by time; every set at least once so first-touch costs of each set are paid here.
-    warm = WarmupRule(n_sets, config.warmup_min_s, config.warmup_s, config.warmup_stable_rel, min_calls=1)
+    # Warm-up by time, all of warmup_s (the floor is the ceiling here: the early end when calls settle
+    # saves device time on a GPU; on the CPU the calls' own caches and clocks settle more slowly than
+    # five calls show); every set at least once so first-touch costs of each set are paid here.
+    warm = WarmupRule(n_sets, config.warmup_s, config.warmup_s, config.warmup_stable_rel, min_calls=1)
     warm_times: list[float] = []
     w0 = clock()
     while not warm.done(warm_times, clock() - w0):
