@@ -296,10 +296,12 @@ def _side(runs: list[dict]) -> dict:
             "wall_s": med("wall_s"), "flush_bytes": runs[0]["flush_bytes"], "runs": runs}
 
 
-def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: float, repeats: int) -> dict:
+def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: float, repeats: int,
+                 flush_l2_factor: float | None = None) -> dict:
     """One case timed alternately by the former settings and today's; medians and costs of both."""
     fn, n_sets, meta = build()
-    configs = {"before": before_config(device, budget_s), "after": TimingConfig(device=device, budget_s=budget_s)}
+    after = TimingConfig(device=device, budget_s=budget_s, **({"flush_l2_factor": flush_l2_factor} if flush_l2_factor else {}))
+    configs = {"before": before_config(device, budget_s), "after": after}
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     fn(0)
     for _ in range(repeats):
@@ -362,7 +364,7 @@ def run_compare(args: argparse.Namespace, cases: dict[str, Callable[[], Case]], 
             doc["stopped"] = f"time box of {args.time_box:g} s reached before {name}"
             break
         try:
-            rows.append(compare_case(name, cases[name], args.device, budget, args.repeats))
+            rows.append(compare_case(name, cases[name], args.device, budget, args.repeats, args.flush_l2_factor))
         except Exception as err:  # noqa: BLE001 - report and carry on with the other cases
             rows.append({"case": name, "error": f"{type(err).__name__}: {str(err)[:300]}"})
         for r in rows[-1:]:
@@ -415,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--previous", type=Path, default=ROOT / "results" / "h200" / "timing_fidelity_2026-12-01_session2.json",
                     help="--compare: a committed fidelity run whose medians are listed beside")
     ap.add_argument("--time-box", type=float, default=0.0, help="--compare: start no case after this many seconds")
+    ap.add_argument("--flush-l2-factor", type=float, default=None, help="--compare: today's settings with this flush "
+                                                                        "(x L2) instead of the default")
     args = ap.parse_args(argv)
     # 0.5 s per method and case keeps the full CUDA run near a minute (most cases stop on the CI first).
     budget = args.budget or (0.5 if not args.quick else 0.2 if args.device == "cuda" else 0.05)

@@ -33,14 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solbench.data.ncu import NcuFormatError, parse_raw_csv
+from solbench.data.problem import Problem
 from solbench.data.profile import Profile, failed_profile, profile_from_kernels
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
-from solbench.engine.runner import Runner
+from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
+from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import WorkerFailure, WorkerStartError
 
 # What ncu collects: exactly the metrics the profile reads (solbench.data.profile), named outright, and
@@ -270,29 +272,66 @@ def _log_tail(slot: CandidateSlot) -> str:
 
 
 class ProfilingRunner(Runner):
-    """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu."""
+    """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu.
+
+    The worker under ncu of each (problem, candidate) is started ahead: the next pair's while this
+    pair's profiled call is replayed, so its ncu start and torch import cost no wall time of their own
+    (they launch nothing on the device before their load)."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
         super().__init__(options, output, **kwargs)
         self.settings = settings
+        self._pairs: list[tuple[Problem, CandidateFile]] = []
+        self._ahead: dict[tuple[str, str], tuple[CandidateSlot, Path]] = {}
         if not self.options.device.startswith(PROFILED_DEVICES):
             raise ProfilerError("solbench profile needs a CUDA device (Nsight Compute profiles GPU kernels): "
                                 "use --device cuda")
 
+    def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
+        # The order Runner.run goes in: problems, their candidates, their workloads.
+        self._pairs = [(item.problem, c) for item in plan for c in item.candidates for _ in item.workloads]
+        try:
+            return super().run(plan)
+        finally:
+            for slot, report in self._ahead.values():
+                slot.retire()
+                report.unlink(missing_ok=True)
+            self._ahead.clear()
+
+    def _under_ncu(self, problem: Problem, candidate: CandidateFile) -> tuple[CandidateSlot, Path]:
+        """The pair's worker under ncu, spawned (the one started ahead for it, or a new one)."""
+        started = self._ahead.pop((problem.name, str(candidate.path)), None)
+        if started is not None:
+            return started
+        opts = self.options
+        reads = (str(problem.folder.resolve()), *opts.worker_reads, str(Path(self.settings.ncu).parent.parent))
+        slot = CandidateSlot(candidate, opts.device, guards=opts.guards, account=self.account, reads=reads)
+        report = under_ncu(slot, self.settings)
+        slot.spawn()
+        return slot, report
+
+    def _start_next(self, problem: Problem, candidate: CandidateFile) -> None:
+        """Spawn the worker under ncu of the pair after this one, if there is one."""
+        key = (problem.name, str(candidate.path))
+        keys = [(p.name, str(c.path)) for p, c in self._pairs]
+        if key in keys:  # the pairs done so far are dropped: the next other pair is the one to start
+            self._pairs = self._pairs[keys.index(key) + 1:]
+        nxt = next(((p, c) for p, c in self._pairs if (p.name, str(c.path)) != key), None)
+        if nxt is not None and (nxt[0].name, str(nxt[1].path)) not in self._ahead:
+            self._ahead[(nxt[0].name, str(nxt[1].path))] = self._under_ncu(*nxt)
+
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
         opts = self.options
-        reads = (str(cases.problem.folder.resolve()), *opts.worker_reads, str(Path(self.settings.ncu).parent.parent))
-        profiled = CandidateSlot(slot.candidate, opts.device, guards=opts.guards, account=self.account, reads=reads)
-        report = under_ncu(profiled, self.settings)
-        # Its worker starts now, under ncu, and imports torch while the guarded run below goes on: it
-        # launches nothing on the device before its load, which waits for that run's record.
-        profiled.spawn()
+        # This pair's worker under ncu imports torch while the guarded run below goes on.
+        profiled, report = self._under_ncu(cases.problem, slot.candidate)
         try:
             record = super()._run_one(slot, cases, roof)
         except BaseException:
             profiled.retire()
+            report.unlink(missing_ok=True)
             raise
+        self._start_next(cases.problem, slot.candidate)
         if record.status != Status.PASSED.value:
             profiled.retire()
             report.unlink(missing_ok=True)
