@@ -10,6 +10,7 @@ must be plain names. Candidate code is only written to the job folders, never im
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -203,13 +204,14 @@ def _check_upload(service: Service, body: SubmissionIn) -> list[str]:
 
 
 def _load_uploaded(files: dict[str, str]) -> Any:
-    """The uploaded problem, read from its YAML only (its Python files are not imported here)."""
+    """The uploaded problem, read from its YAML (the other files are written beside it, never imported)."""
     import tempfile
 
     from solbench.data.problem import load_problem
 
     with tempfile.TemporaryDirectory(prefix="solbench-upload-") as tmp:
-        (Path(tmp) / "problem.yaml").write_text(files["problem.yaml"], encoding="utf-8")
+        for name, text in files.items():  # plain names, checked by the caller
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
         try:
             return load_problem(Path(tmp) / "problem.yaml")
         except (SolbenchError, ValueError, RecursionError) as err:
@@ -263,10 +265,22 @@ def _library(problems_dir: str | None) -> dict[str, Any]:
     return out
 
 
-def create_app(store: Store, limits: Limits | None = None) -> FastAPI:
-    """The service's ASGI application over ``store`` (the scorer runs beside it: see :func:`serve`)."""
+def create_app(store: Store, limits: Limits | None = None, scorer: Any = None) -> FastAPI:
+    """The service's ASGI application over ``store``; ``scorer`` (start/stop) runs while it is up, and
+    is stopped inside the server's graceful shutdown (uvicorn re-raises SIGTERM once that is done)."""
     limits = limits or Limits()
-    app = FastAPI(title="solbench serve", version=__version__, docs_url=None, redoc_url=None,
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        if scorer is not None:
+            scorer.start()
+        try:
+            yield
+        finally:
+            if scorer is not None:
+                await run_in_threadpool(scorer.stop)
+
+    app = FastAPI(title="solbench serve", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Score GPU kernels against the hardware's speed of light: submit a candidate, follow "
                               "its records, read the leaderboards.")
     app.state.service = Service(store, limits, _library(limits.problems_dir))

@@ -1,5 +1,6 @@
-"""Start the service: open (and migrate) the database, start the scorer, serve HTTP with uvicorn
-until SIGINT or SIGTERM, then stop the jobs and put their unfinished submissions back in the queue."""
+"""Start the service: open (and migrate) the database, serve HTTP with uvicorn and run the scorer
+until SIGINT or SIGTERM, then stop the jobs and put their unfinished submissions back in the queue
+(uvicorn then re-raises the signal: a SIGTERM'd server exits as one, after its graceful shutdown)."""
 
 from __future__ import annotations
 
@@ -66,19 +67,17 @@ def serve(config: ServeConfig, log: Any = None) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     scorer = Scorer(store, ScorerSettings(config.settings, state_dir, config.limits.problems_dir, config.lease_s,
                                           config.batch, config.slots))
-    app = create_app(store, config.limits)
+    app = create_app(store, config.limits, scorer)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False, server_header=False))
     (log or _stderr)(f"solbench serve: http://{config.host}:{config.port}/ (database {redacted(config.db)}, "
                      f"{len(app.state.service.library)} library problems, jobs in {state_dir})")
-    scorer.start()
     try:
-        server.run()
+        server.run()  # starts and stops the scorer (the app's lifespan)
     except SystemExit:  # uvicorn exits when it cannot listen
         if server.started:
             raise
     finally:
-        scorer.stop()
         store.close()
     if not server.started:
         raise SolbenchError(f"could not listen on {config.host}:{config.port} (in use? pass another --port)")
