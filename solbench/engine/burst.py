@@ -50,7 +50,7 @@ PINGS = 5
 RTT_SHARE = 0.05
 OUTPUT_BUDGET_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
 # The least claimed / parent-measured ratio an honest candidate shows (measured: docs/security.md).
-MIN_RATIO = {"cpu": 0.25, "cuda": 0.05}
+MIN_RATIO = {"cpu": 0.25, "cuda": 0.25}
 OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
 # The worker's share of the harness's work per call, as a multiple of the parent's measure of it (the
 # worker's own loop, under its guards, measured up to ~1.5 x the parent's on a loaded CPU).
