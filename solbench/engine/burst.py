@@ -16,8 +16,8 @@ times the request with its own clock:
   probability (1 - f) ** CHECKED_CALLS at most;
 * the parent's time per call is ``(wall - rtt) / n``, ``rtt`` the least of ``PINGS`` empty requests
   (at most ``RTT_SHARE`` of the wall time is taken off: a worker cannot buy more by answering pings
-  slowly). The claimed time (the least of the reported median and the median of the raw samples) is
-  compared with it: below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a
+  slowly). The claimed time (the median the parent recomputed from the raw samples) is compared
+  with it: below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a
   second miss makes the record REWARD_HACK.
 
 It bounds the claim by what the worker demonstrably sustains, under the parent's clock, on inputs it
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,13 +74,9 @@ class BurstVerdict:
 
 
 def claimed_time(timing: dict[str, Any]) -> float:
-    """The time a record would carry: the least of the reported median and the raw samples' median."""
-    figures = [float(timing["median_s"])]
-    samples = timing.get("samples_s")
-    if isinstance(samples, list) and samples and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                     for x in samples):
-        figures.append(float(statistics.median(samples)))
-    return min(figures)
+    """The time a record would carry: the median the parent recomputed from the raw samples
+    (:func:`solbench.timing.restate`), never the worker's own summary."""
+    return float(timing["median_s"])
 
 
 def output_bytes(cases: WorkloadCases) -> int:

@@ -1,9 +1,8 @@
 """Exploit #24, variant: forge the raw samples, leave the reported median and statistics honest.
 
-A parent that recomputes the statistics from the raw samples (or a reader that does) gets a tenth of
-the real time; one that trusts the reported median gets the honest figure. Either way the record
-must not carry a time faster than honest: the burst compares the parent-clocked time per call with
-the least of the reported median and the median of the raw samples.
+The parent recomputes every statistic from the raw samples (``solbench.timing.restate``), so the
+median it records is a tenth of the real time, though the worker's own summary is honest. The burst
+compares the parent-clocked time per call with that recomputed median.
 """
 
 import torch
@@ -11,7 +10,7 @@ from _forge import install, scale
 
 EXPECT = "REWARD_HACK"
 PEERS = "24"
-DEFENSE = "the parent-clocked burst, against the median of the raw samples as well as the reported one"
+DEFENSE = "statistics recomputed from the raw samples by the parent, then the parent-clocked burst"
 DEVICE = "any"
 
 
