@@ -89,13 +89,16 @@ def _options(
     """Score GPU kernels against the hardware's speed of light."""
 
 
+ERROR_CHARS = 2000  # an error quotes problem code's messages (a hook's may be megabytes): cut there
+
+
 def main() -> None:
     try:
         app(standalone_mode=True)
     except SolbenchError as err:  # its text may quote a file or a candidate: cleaned of control characters
         from solbench.cli._common import safe_text
 
-        typer.secho(f"error: {safe_text(err)}", err=True, fg="red")
+        typer.secho(f"error: {safe_text(err, ERROR_CHARS)}", err=True, fg="red")
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("interrupted (Ctrl-C): records already made stay in the results file", err=True)
