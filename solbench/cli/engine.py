@@ -250,7 +250,7 @@ def run(
 def demo(
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda when available)"),
     gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against"),
-    output: Path = typer.Option(None, "-o", "--output", help="JSONL file (default results/demo/<timestamp>.jsonl)"),
+    output: Path = typer.Option(None, "-o", "--output", help="JSONL file (default ~/.local/share/solbench/demo/<timestamp>.jsonl, or under $SOLBENCH_HOME)"),
     problems: Path = typer.Option(None, "--problems", help="folder of problems (default: ./problems)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),

@@ -170,3 +170,15 @@ def test_report_has_a_model_section(tmp_path, problems):
     html = build_report(df, charts="svg", workers=1)
     assert 'id="models"' in html and "decode_b1_kv8192" in html and "gate_up_swiglu" in html
     assert "data:image/svg+xml;base64," in html
+
+
+def test_best_known_column_is_the_fastest_library_baseline(tmp_path, problems):
+    att = next(p for p in _layer_ops(problems, DECODE) if p.name.endswith(".attention_decode"))
+    baselines = [_record(att, DECODE, "lib_torch_sdpa_flash", 0.6), _record(att, DECODE, "lib_torch_sdpa_cudnn", 0.45)]
+    df = load_results(_write(tmp_path, problems, DECODE, SOLS, extra=baselines), warn=False)
+    view = model_view(df, "llama3_1_8b", candidates=("torch_eager",), problems=problems)
+    ops = view.ops.set_index("op")
+    assert ops.loc["attention_decode", "best_known_sol"] == pytest.approx(0.6)
+    assert ops.loc["attention_decode", "best_known_by"] == "lib_torch_sdpa_flash"
+    assert ops.loc["attention_decode", "sol"] == pytest.approx(SOLS["attention_decode"])  # the chosen candidate's
+    assert ops.drop(index="attention_decode")["best_known_sol"].isna().all()
