@@ -16,15 +16,9 @@ from solbench.data.expr import evaluate as evaluate_expression
 from solbench.data.hardware import HardwareSpec, detect_spec, list_specs, load_spec
 from solbench.data.problem import Problem, Workload, find_problems, load_problem
 from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import (
-    AnchoredScore,
-    RooflinePoint,
-    anchored_score,
-    problem_points,
-    sol,
-    workload_point,
-)
+from solbench.data.roofline import AnchoredScore, RooflinePoint, anchored_score, sol
 from solbench.data.validate import validate_paths
+from solbench.engine.work import problem_points, workload_point  # a problem's own code runs in its sandboxed host
 from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
 from solbench.worker.candidate import load_sibling  # for candidate files: load a file next to them
 
