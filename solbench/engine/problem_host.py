@@ -406,7 +406,7 @@ _HANDLERS: dict[str, Callable[[str, Problem, dict[str, Any]], dict[str, Any]]] =
 def _failure(err: BaseException) -> dict[str, Any]:
     print(traceback.format_exc(), file=sys.stderr, flush=True)  # the host's log, for whoever debugs the problem
     if isinstance(err, ProblemError):
-        return {"ok": False, "kind": "problem", "message": "; ".join(err.errors)}
+        return {"ok": False, "kind": "problem", "message": "; ".join(err.errors)[:2000]}
     if isinstance(err, SystemExit):
         return {"ok": False, "kind": "raised", "message": f"called sys.exit({err.code!r})"}
     text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
