@@ -10,7 +10,17 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import ListFormat, console, echo, err_console, fmt_time, plain, require_results, si
+from solbench.cli._common import (
+    ListFormat,
+    console,
+    echo,
+    err_console,
+    fmt_time,
+    json_text,
+    plain,
+    require_results,
+    si,
+)
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
@@ -67,7 +77,7 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, probl
     off = [r for r in rows if r.disagrees]
     shown = rows if show_all else off
     if fmt == ListFormat.json:
-        typer.echo(json.dumps([r.as_dict() for r in shown], indent=2))
+        typer.echo(json_text([r.as_dict() for r in shown]))
     elif fmt == ListFormat.markdown:
         echo(markdown_table(shown))
     else:
@@ -123,7 +133,7 @@ def list_problems(
             "path": str(p.path),
         })
     if fmt == ListFormat.json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_text(rows))
         return
     if fmt == ListFormat.markdown:
         echo(f"| problem | model | op tags | dtypes | workloads | bound on {spec.name} |")
@@ -192,7 +202,7 @@ def sol(
     with new_host() as host:
         pts = [workload_point(p, workload, spec, host=host)] if workload else problem_points(p, spec, host)
     if as_json:
-        typer.echo(json.dumps([pt.contract_dict() for pt in pts], indent=2))
+        typer.echo(json_text([pt.contract_dict() for pt in pts]))
         return
     table = Table(title=f"{plain(p.name)} on {plain(spec.name)} ({p.compute_dtype} peak {si(spec.peak(p.compute_dtype), 'FLOP/s')}, "
                         f"{si(spec.memory_bandwidth, 'B/s')}, ridge {spec.ridge_point(p.compute_dtype):.0f} FLOP/B)")

@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from solbench.data.hookvalues import hook_cost
 from solbench.data.problem import Problem
 from solbench.errors import ProblemError
 
 COST_SEED = 0
 """The seed of the inputs ``sol`` and ``list`` compute a cost hook's numbers from."""
-_LIMIT = 2**63
 
 
 @dataclass(frozen=True)
@@ -37,22 +37,12 @@ class Cost:
 
 
 def cost_from_result(problem: Problem, result: Any) -> Cost:
-    """What a hook returned, checked: ``{"flops": n, "bytes": n}``, non-negative integers below 2^63."""
-    if not isinstance(result, dict) or set(result) != {"flops", "bytes"}:
-        raise ProblemError([f"{problem.name}: cost hook {problem.cost} must return {{'flops': int, 'bytes': int}}, "
-                            f"got {type(result).__name__}"])
-    return Cost(*(_count(problem, key, result[key]) for key in ("flops", "bytes")))
-
-
-def _count(problem: Problem, key: str, value: Any) -> int:
+    """What a hook returned, checked (:func:`solbench.data.hookvalues.hook_cost`): ``{"flops": n,
+    "bytes": n}``, real integers in [0, 2^63), not both 0."""
     try:
-        number = int(value)  # a Python int, or a 0-d integer tensor
-    except (TypeError, ValueError, RuntimeError, OverflowError):
-        number = None
-    if number is None or isinstance(value, float) or isinstance(value, bool) or not 0 <= number < _LIMIT:
-        raise ProblemError([f"{problem.name}: cost hook {problem.cost}: {key} = {str(value)[:40]} must be an "
-                            "integer in [0, 2^63)"])
-    return number
+        return Cost(*hook_cost(result))
+    except ValueError as err:
+        raise ProblemError([f"{problem.name}: cost hook {problem.cost}: {err}"]) from None
 
 
 def cost_summary(problem: Problem, costs: list[Cost]) -> tuple[Cost, dict[str, Any]]:

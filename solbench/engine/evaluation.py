@@ -32,7 +32,7 @@ from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
 from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
 from solbench.guards import check_concurrency, snapshot_concurrency
-from solbench.timing.config import TimingConfig
+from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
@@ -246,12 +246,13 @@ def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_
 
 
 def _valid_timing(timing: Any) -> dict[str, Any]:
+    """The worker's timing with every statistic recomputed here from its raw samples."""
     if not isinstance(timing, dict):
         raise MalformedReply("timing is not an object")
-    median = timing.get("median_s")
-    if not isinstance(median, (int, float)) or isinstance(median, bool) or not median > 0 or median == float("inf"):
-        raise MalformedReply(f"timing median_s is {median!r}, not a positive time")
-    return timing
+    try:
+        return restate(timing)
+    except TimingError as err:
+        raise MalformedReply(str(err)) from None
 
 
 def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:

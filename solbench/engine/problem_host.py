@@ -191,7 +191,7 @@ class ProblemHost:
         if key not in self._cache:
             reply = self.request(problem, f"flops: auto (reference {problem.reference} under FlopCounterMode)",
                                  {"op": "flops", "axes": axes, "device": device})
-            self._cache[key] = cost_from_result(problem, {"flops": reply.get("flops"), "bytes": 0}).flops
+            self._cache[key] = _count(problem, "flops: auto", reply.get("flops"))
         return self._cache[key]
 
     def deep_check(self, problem: Problem) -> list[str]:
@@ -231,6 +231,15 @@ class HostedGenerator:
 
     def __call__(self, axes: dict[str, int], generator: Any, device: str) -> dict[str, Any]:
         return self.host.generate(self.problem, dict(axes), int(generator.initial_seed()), str(device))
+
+
+def _count(problem: Problem, what: str, value: Any) -> int:
+    from solbench.data.hookvalues import whole_number
+
+    try:
+        return whole_number(value)
+    except ValueError as err:
+        raise ProblemError([f"{problem.path or problem.name}: {what}: {err}"]) from None
 
 
 def _failure_text(err: Any, timeout_s: float) -> str:
@@ -362,13 +371,25 @@ def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]
     if not isinstance(values, dict):
         raise ProblemError([f"{problem.name}: input generator {problem.input_generator} must return a dict, "
                             f"returned {type(values).__name__}"])
-    out = {}
+    out: dict[str, Any] = {}
     for name, v in values.items():
         spec = problem.inputs.get(str(name))
-        out[str(name)] = v if spec is None else _plain(v, problem.shape(str(name), axes), spec.dtype)
         if spec is None:
             out[str(name)] = None  # an unknown name: the parent reports it (solbench.data.inputs)
+        elif spec.shape is None:
+            out[str(name)] = _scalar(problem, str(name), v, spec.dtype)
+        else:
+            out[str(name)] = _plain(v, problem.shape(str(name), axes), spec.dtype)
     return {"values": out}
+
+
+def _scalar(problem: Problem, name: str, value: Any, dtype: str) -> Any:
+    from solbench.data.hookvalues import scalar_value
+
+    try:
+        return scalar_value(value, dtype)
+    except ValueError as err:
+        raise ProblemError([f"{problem.name}: input generator gave scalar input {name}: {err}"]) from None
 
 
 def _cost(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:

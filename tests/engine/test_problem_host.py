@@ -127,8 +127,8 @@ def test_hostile_hooks_each_give_one_line_and_the_host_carries_on(tmp_path):
     serves the next; one that kills its process or hangs: one line, a fresh host serves the next."""
     folder = tmp_path / "hostile"
     expected = {"exit": "called sys.exit(0)", "raise": "raised ValueError: no cost for you",
-                "negative": "flops = -1 must be an integer",
-                "list": "must return {'flops': int, 'bytes': int}, got list",
+                "negative": "flops = -1 is outside [0, 2^63)",
+                "list": "must return {'flops': int, 'bytes': int}, got [1, 2]",
                 "kill": "ended the problem host (exited with code 3)",
                 "hang": "did not finish within 2 s; the problem host was stopped"}
     paths = {hook: _hostile(folder, hook) for hook in expected}
