@@ -72,14 +72,14 @@ def cost_probe(axes, inputs):
     """Bit 0: read a world-readable file outside the folder; 1: read /etc/shadow; 2: wrote outside."""
     import os
     found = 0
-    for bit, path in ((1, os.environ["PROBE_CANARY"]), (2, "/etc/shadow")):
+    for bit, path in ((1, PROBE_CANARY), (2, "/etc/shadow")):
         try:
             open(path).read()
             found |= bit
         except OSError:
             pass
     try:
-        open(os.environ["PROBE_OUTSIDE"], "w").write("planted")
+        open(PROBE_OUTSIDE, "w").write("planted")
         found |= 4
     except OSError:
         pass
@@ -163,7 +163,7 @@ def test_a_process_the_hook_starts_in_a_new_session_dies_with_the_host(tmp_path)
 
 @pytest.mark.slow
 @pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
-def test_the_hook_cannot_read_or_write_outside_its_folder(tmp_path, monkeypatch):
+def test_the_hook_cannot_read_or_write_outside_its_folder(tmp_path):
     """World-readable canary in a world-readable folder, a world-writable folder: only the sandbox stops
     the hook (and /etc/shadow, which the sandbox user could not read anyway)."""
     outside = Path(tempfile.mkdtemp(prefix="solbench-probe-"))
@@ -172,9 +172,11 @@ def test_the_hook_cannot_read_or_write_outside_its_folder(tmp_path, monkeypatch)
         canary = outside / "canary"
         canary.write_text("CANARY")
         canary.chmod(0o644)
-        monkeypatch.setenv("PROBE_CANARY", str(canary))
-        monkeypatch.setenv("PROBE_OUTSIDE", str(outside / "planted"))
-        p = load_problem(_hostile(tmp_path / "probe", "probe"))
+        path = _hostile(tmp_path / "probe", "probe")
+        ref = path.parent / "reference.py"
+        ref.write_text(ref.read_text().replace("PROBE_CANARY", repr(str(canary)))
+                       .replace("PROBE_OUTSIDE", repr(str(outside / "planted"))))
+        p = load_problem(path)
         with new_host() as host:
             found = host.workload_cost(p, p.resolve_axes(p.workloads[0]), {}).flops
             assert host.client.sandbox["files"].startswith("landlock")
