@@ -292,11 +292,16 @@ def judge_device(result: dict[str, Any], claimed_s: float, seen: dict[str, Any],
     """On a GPU, where NVML saw enough of a long burst: judge the claim against the device's busy time
     per call instead of the wall time (a launch-bound candidate leaves the device idle between calls,
     which the wall time counts and the timed spans do not), less the device time of the harness's own
-    kernels per call (``harness_s``). Not where the device was almost idle: work that does not show as a
-    running kernel is judged by the wall time."""
+    kernels per call (``harness_s``). Where NVML saw too little, nothing is concluded; where the device
+    was almost idle, work that does not show as a running kernel keeps the wall time's verdict."""
     nvml = seen.get("nvml") or {}
     busy = nvml.get("device_busy_s")
-    if nvml.get("device_util_samples", 0) < MIN_NVML_SAMPLES or not busy or nvml.get("device_util_mean", 0) < MIN_UTIL:
+    if nvml.get("device_util_samples", 0) < MIN_NVML_SAMPLES:
+        # No device view (no NVML, or too few samples): the wall time of a launch-bound candidate
+        # says nothing about its device time, so nothing is concluded (docs/security.md).
+        result.update(judged_by="nothing: NVML saw too little of the burst", conclusive=False, ok=True)
+        return
+    if not busy or nvml.get("device_util_mean", 0) < MIN_UTIL:
         return
     per_call = max(busy / calls - (harness_s or 0.0), 1e-12)
     ratio = claimed_s / per_call

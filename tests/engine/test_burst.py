@@ -213,10 +213,13 @@ def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_e
     forged = {"ok": False}
     burst.judge_device(forged, 1e-5, seen, 1000)
     assert not forged["ok"] and forged["ratio_device"] == pytest.approx(0.1)
-    for thin in ({"device_util_samples": 2, "device_util_mean": 0.1, "device_busy_s": 0.1},  # too few samples
-                 {"device_util_samples": 6, "device_util_mean": 0.001, "device_busy_s": 0.001}):  # device idle
-        untouched = {"ok": False}
-        burst.judge_device(untouched, 1e-5, {"nvml": thin}, 1000)
-        assert untouched == {"ok": False}  # the wall time's verdict stands
+    idle = {"ok": False}  # the device did (almost) nothing NVML counts: the wall time's verdict stands
+    burst.judge_device(idle, 1e-5, {"nvml": {"device_util_samples": 6, "device_util_mean": 0.001,
+                                             "device_busy_s": 0.001}}, 1000)
+    assert idle == {"ok": False}
+    for blind in ({"nvml": {"device_util_samples": 2, "device_util_mean": 0.1, "device_busy_s": 0.1}}, {}):
+        unseen = {"ok": False}  # too few samples, or no NVML at all: nothing concluded
+        burst.judge_device(unseen, 1e-5, blind, 1000)
+        assert unseen["ok"] and unseen["conclusive"] is False
     assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cpu", time.monotonic() + 60) == 100
     assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cuda", time.monotonic() + 60) == 2000  # 1 s at 0.5 ms
