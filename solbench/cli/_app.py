@@ -89,6 +89,9 @@ def _options(
     """Score GPU kernels against the hardware's speed of light."""
 
 
+ERROR_CHARS = 2000  # an error quotes problem code's messages (a hook's may be megabytes): cut there
+
+
 def interrupted() -> NoReturn:
     """Ctrl-C: one line on standard error, exit 130."""
     typer.secho(INTERRUPTED, err=True)  # the entry point's line: one wording
@@ -101,7 +104,7 @@ def main() -> None:
     except SolbenchError as err:  # its text may quote a file or a candidate: cleaned of control characters
         from solbench.cli._common import safe_text
 
-        typer.secho(f"error: {safe_text(err)}", err=True, fg="red")
+        typer.secho(f"error: {safe_text(err, ERROR_CHARS)}", err=True, fg="red")
         sys.exit(2)
     except KeyboardInterrupt:
         interrupted()

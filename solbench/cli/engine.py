@@ -91,7 +91,8 @@ def progress_line(record: ResultRecord, done: int, total: int, elapsed_s: float)
         f"{record.status}: {one_line(record.reason or '', 160)}")
     left = elapsed_s / done * (total - done) if done and total >= done else None
     when = f"{_clock(elapsed_s)} elapsed" + (f", about {_clock(left)} left" if left is not None and done < total else "")
-    return f"[{done}/{total or '?'}] {record.problem} {record.workload} {record.solution}: {what} ({when})"
+    names = " ".join(one_line(n, 120) for n in (record.problem, record.workload, record.solution))
+    return f"[{done}/{total or '?'}] {names}: {what} ({when})"
 
 
 def _clock(seconds: float) -> str:
