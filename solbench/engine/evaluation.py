@@ -40,12 +40,12 @@ from solbench.guards import (
     other_process_work,
     snapshot_concurrency,
 )
+from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
+from solbench.worker.client import WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
-_PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
 
 
 @dataclass
@@ -100,7 +100,7 @@ class CandidateSlot:
         if self.state != "spawned" or self.client is None:
             return
         waited = time.monotonic()
-        self.client.wait_ready(START_TIMEOUT_S)
+        self.client.wait_ready(WORKER_START_TIMEOUT_S)
         self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
         try:
             self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device,
@@ -422,7 +422,7 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     if not slot.guards or proc is None:
         return []
     baseline = dataclasses.replace(snapshot_concurrency(proc.pid), processes=frozenset())
-    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
+    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=EXITING_PROCESS_GRACE_S)]
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any], plan: TimedPlan) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from solbench.errors import SolbenchError
 from solbench.serve.app import Limits, create_app
 from solbench.serve.scorer import Scorer, ScorerSettings
 from solbench.serve.store import Store
+from solbench.settings import SERVE_LEASE_S
 
 DEFAULT_DB = "sqlite:///solbench-serve/serve.db"
 DEFAULT_PORT = 8000
@@ -28,7 +29,7 @@ class ServeConfig:
     """RunOptions fields every job runs with (device, gpu, gpus, cluster, budget_s, ...)."""
     limits: Limits = field(default_factory=Limits)
     state_dir: Path | None = None
-    lease_s: float = 30.0
+    lease_s: float = SERVE_LEASE_S
     batch: int = 8
     slots: int = 1
 
