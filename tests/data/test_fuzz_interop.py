@@ -33,7 +33,7 @@ from solbench.data.problem import load_problem  # noqa: E402
 from solbench.errors import SolbenchError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fuzz_files import DEEP, VALUES, _mutate, _paths  # noqa: E402
+from test_fuzz_files import DEEP, VALUES, _apply_to, _paths  # noqa: E402
 
 SCALE = int(os.environ.get("SOLBENCH_FUZZ_SCALE", "1"))
 
@@ -53,15 +53,6 @@ SECRET = "SECRET-OUTSIDE-THE-DATA-ROOT"
 _PATHS = st.sampled_from(["/etc/passwd", "../secret.txt", "./blob/../../secret.txt", "link.safetensors", "", "."])
 _JSONISH = st.one_of(VALUES, DEEP, _PATHS, st.sampled_from([[], {}, None, "var", "const", "bfloat16", 4096, 1.5,
                                                              float("nan"), float("inf"), -1, 2**70]))
-
-
-def _apply_to(data: object, mutations: list[tuple[tuple, object]]) -> object:
-    for path, value in mutations:
-        try:
-            data = _mutate(data, path, value)
-        except (KeyError, IndexError, TypeError):  # an earlier mutation replaced the parent
-            pass
-    return data
 
 
 def _mutations(data: object) -> st.SearchStrategy:
