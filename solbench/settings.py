@@ -53,6 +53,7 @@ NCU_EXPORT_TIMEOUT_S = 120.0  # `ncu --import ... --page raw`
 SERVE_LEASE_S = 30.0  # a running submission without a heartbeat this long goes back to the queue
 SERVE_POLL_S = 0.25  # how often an idle scorer looks for work
 SERVE_STOP_WAIT_S = 20.0  # how long a stopping scorer waits for its jobs
+SERVE_SHUTDOWN_GRACE_S = 5.0  # open event streams are closed after this long on shutdown (they would hold it)
 SSE_POLL_S = 0.5  # how often a record stream looks for new records
 SUBMIT_TIMEOUT_S = 60.0  # one HTTP request of `solbench submit`
 SUBMIT_POLL_S = 1.0  # how often `solbench submit --wait` asks for new records
