@@ -104,7 +104,12 @@ class Scorer:
             if not rows:
                 self.stopping.wait(POLL_S * 2)
                 continue
-            self._run(tag, rows)
+            try:
+                self._run(tag, rows)
+            except Exception as err:  # the slot goes on; what the batch left is an error, not lost
+                why = f"{type(err).__name__}: {err}"
+                print(f"solbench serve: a batch failed: {why}", file=sys.stderr)
+                self._give_up(rows, why)
 
     # --- one batch ----------------------------------------------------------------------------
     def _run(self, tag: str, rows: list[dict[str, Any]]) -> None:
@@ -115,15 +120,27 @@ class Scorer:
         try:
             items = [self._prepare(row, folder / f"s{row['id']}") for row in rows]
             batch.proc = self._start_job(folder, items)
+            if self.stopping.is_set():  # stop() came between the claim and the start
+                _signal_group(batch.proc, signal.SIGTERM)
             while batch.proc.poll() is None:
                 self._read_events(batch)
                 time.sleep(POLL_S)
             self._read_events(batch)
             self._close(batch, batch.proc.returncode)
         finally:
+            if batch.proc is not None and batch.proc.poll() is None:  # this thread failed: no job left behind
+                _signal_group(batch.proc, signal.SIGTERM)
+                batch.proc.wait()
             with self.lock:
                 self.batches.pop(tag, None)
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _give_up(self, rows: list[dict[str, Any]], why: str) -> None:
+        for row in rows:
+            try:
+                self.store.finish(row["id"], "error", f"the server could not run it ({why[:200]})")
+            except Exception:  # the database is gone too: the lease puts it back later
+                pass
 
     def _prepare(self, row: dict[str, Any], folder: Path) -> dict[str, Any]:
         """The submission's files in its own folder, and its part of the job file."""

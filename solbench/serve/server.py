@@ -17,6 +17,7 @@ from solbench.serve.store import Store
 
 DEFAULT_DB = "sqlite:///solbench-serve/serve.db"
 DEFAULT_PORT = 8000
+GRACE_S = 5  # open event streams are closed after this long on shutdown (they would hold it forever)
 
 
 @dataclass
@@ -91,7 +92,8 @@ def serve(config: ServeConfig, log: Any = None) -> None:
                                           config.batch, config.slots))
     app = create_app(store, config.limits, scorer)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False, server_header=False))
+                                           access_log=False, server_header=False,
+                                           timeout_graceful_shutdown=GRACE_S))
     (log or _stderr)(f"solbench serve: http://{config.host}:{config.port}/ (database {redacted(config.db)}, "
                      f"{len(app.state.service.library)} library problems, jobs in {state_dir})")
     try:
