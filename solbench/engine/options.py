@@ -52,6 +52,9 @@ class RunOptions(BaseModel):
                                                         "out of it, the candidate's next workers get timeout_s)")
     budget_s: float = Field(1.0, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
+    edge_rounds: bool = Field(True, description="after the timing, the edge rounds from each input's value domain "
+                                                "(large, offset, tiny, zeros, specials, layouts: solbench.engine.edge); "
+                                                "off only to measure what they cost")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
     log_bytes: int = Field(8192, description="most bytes of the candidate's own output (what its worker printed, "
