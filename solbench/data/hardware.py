@@ -222,6 +222,16 @@ def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> Har
                     "(see `solbench specs`), or pass a spec file path")
 
 
+def load_spec_id(spec_id: str, spec_dir: str | Path | None = None) -> HardwareSpec:
+    """A spec by id only, never by path: for a GPU named in a result record, which anyone may write
+    (a record naming ``/etc/shadow`` must not get it opened, nor quoted in an error)."""
+    if not (isinstance(spec_id, str) and len(spec_id) <= 64 and _ID_RE.match(spec_id)):
+        shown = "".join(c if c.isprintable() else "?" for c in str(spec_id))[:40]
+        raise SpecError(f"the records name GPU {shown!r}, which is not a spec id (letters, digits, _ and -): "
+                        "pass --gpu ID (see `solbench specs`)")
+    return load_spec(spec_id, spec_dir)
+
+
 def detect_spec(device_name: str, spec_dir: str | Path | None = None) -> HardwareSpec:
     """The datasheet spec whose ``match`` strings fit the device name best (longest match wins)."""
     best: tuple[int, HardwareSpec] | None = None

@@ -233,10 +233,10 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
     ``spec_path_env`` ($SOLBENCH_SPECS) is part of the cache key: it changes where specs are found.
     """
-    from solbench.data.hardware import load_spec
+    from solbench.data.hardware import load_spec_id
 
     try:
-        spec = load_spec(spec_id)
+        spec = load_spec_id(spec_id)
     except (SpecError, OSError):
         return spec_id
     return spec.based_on if spec.kind == "measured" and spec.based_on else spec_id
