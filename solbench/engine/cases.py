@@ -9,6 +9,7 @@ the parent can tell whether the candidate changed its copies.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,7 @@ class WorkloadCases:
     device: str = "cpu"
     verify_seed: int = 0
     edge: list[Any] = field(default_factory=list)  # solbench.engine.edge.EdgeRound, run after the timing
+    edge_prepare_s: float = 0.0  # the parent's time making them (their references; cached across candidates)
 
 
 def _clone(v: Any) -> Any:
@@ -156,8 +158,10 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
         if edge:
             from solbench.engine.edge import prepare_edge
 
+            clock = time.monotonic()
             cases.edge = prepare_edge(problem, workload, axes, base_seed=base_seed, device=device, ref_fn=ref_fn,
                                       gen_fn=gen_fn, tolerance=cases.tolerance, derive=derive_seed)
+            cases.edge_prepare_s = time.monotonic() - clock
     except (MemoryError, RuntimeError) as err:
         if not _out_of_memory(err):
             raise

@@ -9,8 +9,8 @@ inputs, its generator's included) at two shapes: the workload shrunk by the prob
 inputs change; indices, masks, scalars and ``fixed`` inputs stay as generated.
 
 The reference decides what counts: a round whose reference output has more non-finite values than
-the typical case's (it overflows too), or whose output underflows to all zeros, is skipped and says
-so. The tolerance's atol is scaled per output by the ratio of the round's largest finite reference
+the typical case's (it overflows too), underflows to all zeros, or vanishes within the problem's
+atol (so zeros would pass), is skipped and says so. The tolerance's atol is scaled per output by the ratio of the round's largest finite reference
 value to the typical case's (a GEMM on 1e3-sized inputs is judged on its own scale; never below the
 problem's atol but in the tiny round); rtol is unchanged. Layout
 rounds send the same values in another memory layout, so their expected outputs are the typical
@@ -148,6 +148,8 @@ def _judge(r: EdgeRound, problem: Problem, axes: dict[str, int], ref_fn: Callabl
             continue
         stats, typical = _stats(ref), base[name]
         why = _not_meaningful(stats, typical, ref.numel(), special, zeros)
+        if why is None and not r.name.startswith("tiny") and stats[2] <= tolerance.atol < typical[2]:
+            why = f"the reference's own output vanishes (largest |value| {stats[2]:.3g} within atol {tolerance.atol:g})"
         if why:
             r.skipped = f"output {name!r}: {why} at {str(ref.dtype).removeprefix('torch.')}"
             return
@@ -179,6 +181,11 @@ def _not_meaningful(stats: tuple[float, float, float], base: tuple[float, float,
     if not zeros and nonzero == 0 and base[1] > 0:
         return "the reference's own output underflows to zero"
     return None
+
+
+def _broadcast_values(x: Any) -> Any:
+    """The values a stride-0 first dim carries: the first slice, repeated."""
+    return x[:1].expand(x.shape).contiguous() if x.dim() else x.clone()
 
 
 # --- the transforms ------------------------------------------------------------------------

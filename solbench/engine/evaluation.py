@@ -311,6 +311,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         ctx.harness["recheck_s"] = time.monotonic() - clock
         if cases.edge:
             clock, phase = time.monotonic(), "edge rounds"
+            ctx.harness["edge_prepare_s"] = cases.edge_prepare_s
             correctness["edge"] = {"run": [], "skipped": [], "failed": []}
             _edge_rounds(slot, ctx, correctness["edge"], findings)
             ctx.harness["edge_s"] = time.monotonic() - clock
