@@ -62,9 +62,10 @@ class SafeConsole(Console):
         )
 
 
-def safe_text(value: object) -> str:
-    """``value`` as text with its control characters shown as U+FFFD (newlines and tabs kept)."""
-    return clean_text(value)
+def safe_text(value: object, limit: int | None = None) -> str:
+    """``value`` as text with its control characters shown as U+FFFD (newlines and tabs kept), cut
+    after ``limit`` characters."""
+    return clean_text(value, limit)
 
 
 def plain(value: object) -> str:

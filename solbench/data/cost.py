@@ -54,7 +54,7 @@ def call_cost(problem: Problem, fn: Callable[..., Any], axes: dict[str, int], in
     try:
         result = fn(dict(axes), dict(inputs))
     except Exception as err:  # noqa: BLE001 - the problem's own code: one line naming it
-        first = str(err).splitlines()[0] if str(err) else ""
+        first = str(err).splitlines()[0][:300] if str(err) else ""  # a hook's message may be megabytes
         hint = (" (it read the values of an input its generator does not make; only generated inputs and "
                 "scalars have values in sol and list)") if "meta" in first.lower() else ""
         raise ProblemError([f"{problem.name}: cost hook {problem.cost} raised {type(err).__name__}: {first}{hint}"]) \

@@ -26,13 +26,21 @@ from typing import Any
 
 from solbench.data.inputs import make_inputs
 from solbench.data.record import Status
+from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
 from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
-from solbench.guards import check_concurrency, snapshot_concurrency
-from solbench.timing.config import TimingConfig
+from solbench.guards import (
+    Observer,
+    check_concurrency,
+    descendant_processes,
+    device_findings,
+    other_process_work,
+    snapshot_concurrency,
+)
+from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
@@ -246,12 +254,13 @@ def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_
 
 
 def _valid_timing(timing: Any) -> dict[str, Any]:
+    """The worker's timing with every statistic recomputed here from its raw samples."""
     if not isinstance(timing, dict):
         raise MalformedReply("timing is not an object")
-    median = timing.get("median_s")
-    if not isinstance(median, (int, float)) or isinstance(median, bool) or not median > 0 or median == float("inf"):
-        raise MalformedReply(f"timing median_s is {median!r}, not a positive time")
-    return timing
+    try:
+        return restate(timing)
+    except TimingError as err:
+        raise MalformedReply(str(err)) from None
 
 
 def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
@@ -296,6 +305,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         plan = draw_plan(cases, ctx.timing_config.min_samples)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
+        window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
         with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
             try:
                 reply = _request(slot, header, max(deadline - time.monotonic(), 0.001),
@@ -309,6 +319,11 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         timing = _valid_timing(reply.get("timing"))
         correctness["timed"] = _recheck_timed(ctx, reply, plan)
         ctx.harness["recheck_s"] = time.monotonic() - clock
+        clock = time.monotonic()
+        phase = "burst"
+        _burst(slot, ctx, window, (plan, reply["samples"], timing, expect), deadline, correctness)
+        _add_findings(findings, window.findings())
+        ctx.harness["burst_s"] = time.monotonic() - clock
         if cases.edge:
             clock, phase = time.monotonic(), "edge rounds"
             ctx.harness["edge_prepare_s"] = cases.edge_prepare_s
@@ -369,6 +384,43 @@ def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, 
             report["failed"].append(r.entry(reason + at))
             raise _Stop(Evaluation(status, reason + at, where)) from None
         report["run"].append(r.entry())
+
+
+class _Window:
+    """What the parent sees of the worker from outside over the timing and the burst: its CPU time (the
+    burst's evidence on the CPU), and, as guards' findings, the processes it started that worked then
+    (CPU time; on a GPU, NVML's processes and utilisation)."""
+
+    def __init__(self, slot: CandidateSlot, ctx: EvaluationContext):
+        proc = slot.client.proc if slot.client is not None else None
+        self.pid = proc.pid if proc is not None else None
+        self.guards = slot.guards
+        self.observer = Observer(self.pid, ctx.device, ctx.gpu_uuid) if self.pid is not None else None
+        self.whole = self.observer.start() if self.observer is not None else None
+
+    def findings(self) -> list[dict[str, Any]]:
+        if self.whole is None or self.pid is None or not self.guards:
+            return []
+        seen = self.whole()
+        found = other_process_work(seen, "the timing and the burst")
+        found += device_findings(seen, self.pid, descendant_processes(self.pid))
+        return [f.as_dict() for f in found]
+
+
+def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: tuple[Any, ...], deadline: float,
+           correctness: dict[str, Any]) -> None:
+    """The parent-clocked burst (:mod:`solbench.engine.burst`); its summary goes into ``correctness``."""
+    plan, samples, timing, expect = timed
+    limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
+
+    def request(header: dict[str, Any], timeout_s: float, max_bytes: int) -> dict[str, Any]:
+        return _request(slot, header, timeout_s, max_bytes, "the burst", limit)
+
+    observe = window.observer.start if window.observer is not None else None
+    summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe)
+    correctness["burst"] = summary
+    if verdict is not None:
+        raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))
 
 
 def setup_inputs(cases: WorkloadCases) -> list[Any]:

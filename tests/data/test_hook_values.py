@@ -83,6 +83,7 @@ def test_a_cost_hook_value_that_is_not_a_count_is_one_line(tmp_path, cost, expec
     assert len(info.value.errors) == 1 and expect in info.value.errors[0] and "reference.py:cost" in info.value.errors[0]
 
 
+@pytest.mark.slow
 def test_sol_with_a_bad_hook_is_one_line_and_json_stays_json(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     bad = _ragged(tmp_path / "inf", cost_line='{"flops": float("inf"), "bytes": 64}')
@@ -95,6 +96,17 @@ def test_sol_with_a_bad_hook_is_one_line_and_json_stays_json(tmp_path):
     assert cli.returncode == 0, cli.stderr
     rows = json.loads(cli.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert rows[0]["arithmetic_intensity"] is None and rows[0]["flops"] == 64
+
+
+@pytest.mark.slow
+def test_a_megabyte_message_from_a_hook_is_cut(tmp_path):
+    folder = _ragged(tmp_path)
+    ref = folder / "reference.py"
+    ref.write_text(ref.read_text().replace('    rows = int(inputs["indptr"][-1])', '    raise ValueError("A" * 5_000_000)'))
+    cli = subprocess.run([sys.executable, "-m", "solbench", "sol", str(folder), "--gpu", "h200_sxm"],
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert cli.returncode != 0 and "cost hook reference.py:cost raised ValueError: AAAA" in cli.stderr
+    assert len(cli.stdout + cli.stderr) < 3000 and len(cli.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("line", "expect"), [
