@@ -30,16 +30,17 @@ from pathlib import Path
 from typing import Protocol
 
 from solbench.data.hardware import HardwareSpec
-from solbench.data.inputs import load_generator, load_reference
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint, timed_point
+from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
+from solbench.engine.problem_host import new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
+from solbench.engine.work import timed_point
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
 from solbench.worker.candidate import CandidateFile
@@ -121,6 +122,10 @@ class Runner:
         # device: each worker gets a GPU pool shared with it alone (solbench.worker.devwire); else memfd.
         self.transport, self.transport_note = resolve_transport(self.options)
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # the next problem's workers, started ahead
+        # The problems' own code (generators, references, cost hooks) runs in one sandboxed host, kept
+        # for every workload; started on first use, stopped at exit (solbench.worker.cleanup).
+        opts = self.options
+        self.host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
         sweep_dead_workers()
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
@@ -165,7 +170,7 @@ class Runner:
         """Run one (problem, candidates) item; ``upcoming``, the item that follows, gets its workers
         started ahead while this one's last candidates run (within ``workers_ahead``)."""
         problem, opts = item.problem, self.options
-        ref_fn, gen_fn = load_reference(problem), load_generator(problem)
+        ref_fn, gen_fn = self.host.functions(problem)
         slots = [self._slot(c, problem) for c in item.candidates]
         roofs: dict[str, RooflinePoint] = {}
         try:
@@ -182,7 +187,7 @@ class Runner:
                     if workload.name not in roofs:
                         # A cost hook counts the work of the inputs timed (the sets), not of the shapes.
                         roofs[workload.name] = timed_point(problem, workload, self.spec, cases.axes,
-                                                           [c.inputs for c in cases.sets])
+                                                           [c.inputs for c in cases.sets], self.host)
                     record = self._run_one(slot, cases, roofs[workload.name])
                     if self.output is not None:  # None: an executor's runner, whose driver writes
                         append_records(self.output, [record])

@@ -71,9 +71,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -99,37 +101,55 @@ def _limit_resources() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
-def _die_with_parent(parent: int) -> None:
-    """If the parent dies (killed mid-run), take down this worker's whole process group.
+PR_SET_PDEATHSIG = 1
+PARENT_DEATH_SIGNAL = signal.SIGUSR2  # caught (a handler checks the parent), unlike SIGKILL
 
-    A watchdog thread polls the parent pid and SIGKILLs the worker's descendants (it is their
-    subreaper, so orphans stay in view) and its group. Not PR_SET_PDEATHSIG: that would kill the
-    worker alone, at once, and leave the candidate's children running. Started after the process
-    limits, so the thread is under them too.
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """If the parent dies (killed mid-run), take down this worker's whole process group and every
+    process it started; return the function that kills those processes, for the worker's own exit.
+
+    Three ways, because a candidate controls the worker's main thread: ``PR_SET_PDEATHSIG`` (the
+    kernel's signal when the parent goes; its handler checks the parent really is gone, since the
+    signal also comes when the parent *thread* that started the worker ends), a watchdog thread that
+    polls the parent pid every half second, and the worker's exit (a parent killed while the worker
+    waited for a request closes the channel: the worker then kills what it started before it exits).
+    Each kills the worker's descendants (it is their subreaper, so orphans stay in view; those that
+    called ``setsid`` too) and then its group. Set after the worker changed its user (a credential
+    change clears the death signal) and after the process limits, so the thread is under them too.
     """
-    import signal
+    import ctypes
     import threading
     import time
 
-    from solbench.guards.concurrency import descendant_processes
+    from solbench.worker.cleanup import kill_tree
 
     # Bound now: the thread never looks up a name the candidate could rebind.
-    sleep, getppid, kill, killpg, getpgrp, descendants = (time.sleep, os.getppid, os.kill, os.killpg, os.getpgrp,
-                                                          descendant_processes)
+    sleep, getppid, killpg, getpgrp, kill_descendants = (time.sleep, os.getppid, os.killpg, os.getpgrp, kill_tree)
     me = os.getpid()
+
+    def reap() -> None:
+        kill_descendants(me, include_root=False)
+
+    def take_down() -> None:
+        reap()
+        killpg(getpgrp(), signal.SIGKILL)
 
     def watch() -> None:
         while True:
             sleep(0.5)
             if getppid() != parent:
-                for pid in descendants(me):  # those that left the group (setsid) too
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                killpg(getpgrp(), signal.SIGKILL)
+                take_down()
 
     threading.Thread(target=watch, name="solbench-parent-watch", daemon=True).start()
+    signal.signal(PARENT_DEATH_SIGNAL, lambda *_: take_down() if getppid() != parent else None)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the thread and the exit path remain
+        pass
+    if getppid() != parent:  # gone before the signal was asked for
+        take_down()
+    return reap
 
 
 def _become_worker(user: str | None, reads: list[str]) -> dict[str, Any]:
@@ -489,8 +509,9 @@ def _channel(fd: int | None, path: str | None) -> socket.socket:
     return sock
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m solbench.worker")
+def parse_arguments(prog: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line a sandboxed process gets from :class:`solbench.worker.client.WorkerClient`."""
+    parser = argparse.ArgumentParser(prog=prog)
     channel = parser.add_mutually_exclusive_group(required=True)
     channel.add_argument("--fd", type=int, help="connected socket to the parent")
     channel.add_argument("--connect", help="path of the parent's listening socket (a worker under a launcher)")
@@ -501,26 +522,50 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--read", action="append", default=[], help="a folder the worker may read (repeatable)")
     parser.add_argument("--profiler", action="store_true",
                         help="runs under Nsight Compute (solbench profile): local TCP left open to its front end")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def enter_sandbox(args: argparse.Namespace) -> tuple[socket.socket, dict[str, Any]]:
+    """Everything a sandboxed process does before it runs untrusted code: the channel to the parent,
+    the resource limits, the unprivileged user, the guards' limits (unless ``--no-guards``) and the
+    watch on the parent. Returns (channel, what was applied). Also the problem host's start
+    (:mod:`solbench.engine.problem_host`)."""
     # First, while the worker is still the user that started it: the socket file is that user's.
     sock = _channel(args.fd, args.connect)
     _limit_resources()
     sandbox = _become_worker(args.user, args.read)
     # Trusted modules first: timing binds its timer functions at import.
-    timing = importlib.import_module("solbench.timing")
+    importlib.import_module("solbench.timing")
     if args.guards:
-        # Baselines and process limits before the candidate is imported; the worker's folder is
+        # Baselines and process limits before untrusted code is imported; the worker's folder is
         # the current one.
         sandbox.update(setup_worker(os.getcwd(), readable=args.read, block_tcp=not args.profiler))
-    _die_with_parent(args.parent if args.parent is not None else os.getppid())
-    sock.set_inheritable(False)  # processes the candidate starts do not get the channel
-    code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
-    sock.close()
+    _REAP.append(_die_with_parent(args.parent if args.parent is not None else os.getppid()))
+    sock.set_inheritable(False)  # processes the untrusted code starts do not get the channel
+    return sock, sandbox
+
+
+_REAP: list[Callable[[], None]] = []  # kills what the untrusted code started (set by enter_sandbox)
+
+
+def exit_now(code: int) -> None:
+    """Kill what the untrusted code started (also when the parent is gone: nothing else would), flush
+    and leave without interpreter teardown (seconds with torch loaded, and atexit hooks of untrusted
+    code): the parent kills the process group after this anyway."""
+    for reap in _REAP:
+        reap()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown (seconds with torch loaded, and candidate atexit hooks): the
-    # parent kills the process group after this anyway.
     os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_arguments("python -m solbench.worker", argv)
+    sock, sandbox = enter_sandbox(args)
+    timing = importlib.import_module("solbench.timing")  # imported (and bound) by enter_sandbox
+    code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
+    sock.close()
+    exit_now(code)
 
 
 if __name__ == "__main__":
