@@ -13,21 +13,22 @@ from typing import Any
 import torch
 
 from solbench.data.domain import apply_layout
-from solbench.data.inputs import load_generator, load_reference
 from solbench.data.problem import Problem
-from solbench.engine.cases import derive_seed
+from solbench.engine.cases import derive_seed, reference_outputs
 from solbench.engine.correctness import compare_tensors
 from solbench.engine.edge import EdgeRound, prepare_edge
+from solbench.engine.problem_code import load_generator, load_reference
 
 
 def edge_rounds(problem: Problem, seed: int = 7) -> list[EdgeRound]:
     """The edge rounds at the problem's small shape (its smallest workload shrunk by test_axes)."""
     workload = min(problem.workloads, key=lambda w: problem.auto_bytes(problem.resolve_axes(w)))
     axes = problem.resolve_axes(workload, overrides=problem.test_axes)
+    ref = load_reference(problem)
     return [r for r in prepare_edge(problem, workload, axes, base_seed=seed, device="cpu",
-                                    ref_fn=load_reference(problem), gen_fn=load_generator(problem),
-                                    tolerance=problem.tolerance_for(workload), derive=derive_seed)
-            if r.shape == "small"]
+                                    reference=lambda a, inputs: reference_outputs(problem, a, ref, inputs),
+                                    gen_fn=load_generator(problem), tolerance=problem.tolerance_for(workload),
+                                    derive=derive_seed) if r.shape == "small"]
 
 
 def run_round(problem: Problem, r: EdgeRound, run: Any) -> str | None:

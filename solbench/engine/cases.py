@@ -173,7 +173,8 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
             from solbench.engine.edge import prepare_edge
 
             clock = time.monotonic()
-            cases.edge = prepare_edge(problem, workload, axes, base_seed=base_seed, device=device, ref_fn=ref_fn,
+            cases.edge = prepare_edge(problem, workload, axes, base_seed=base_seed, device=device,
+                                      reference=lambda a, inputs: reference_outputs(problem, a, ref_fn, inputs),
                                       gen_fn=gen_fn, tolerance=cases.tolerance, derive=derive_seed)
             cases.edge_prepare_s = time.monotonic() - clock
     except (MemoryError, RuntimeError) as err:

@@ -87,9 +87,12 @@ def _violates(problem: Problem, axes: dict[str, int]) -> bool:
 
 
 def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, base_seed: int, device: str,
-                 ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None, tolerance: Tolerance,
-                 derive: Callable[..., int]) -> list[EdgeRound]:
-    """The edge rounds of a workload, at each of :func:`edge_shapes` (cached across candidates)."""
+                 reference: Callable[[dict[str, int], dict[str, Any]], dict[str, Any]],
+                 gen_fn: Callable[..., dict] | None, tolerance: Tolerance, derive: Callable[..., int]) -> list[EdgeRound]:
+    """The edge rounds of a workload, at each of :func:`edge_shapes` (cached across candidates).
+
+    ``reference(axes, inputs)``: the reference outputs, checked against the declaration
+    (:func:`solbench.engine.cases.reference_outputs`); ``derive``: the run's seed derivation."""
     rounds: list[EdgeRound] = []
     scalars = problem.scalars_for(workload)
     for label, shape_axes in edge_shapes(problem, workload, axes):
@@ -97,7 +100,7 @@ def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, 
                tuple(sorted(scalars.items())), str(problem.path), base_seed, device, label)
         if key not in _cache:
             seed = derive(base_seed, problem.name, "edge", *key[1])
-            _cache[key] = _rounds_at(problem, label, shape_axes, seed, device, ref_fn, gen_fn, tolerance, scalars)
+            _cache[key] = _rounds_at(problem, label, shape_axes, seed, device, reference, gen_fn, tolerance, scalars)
             while len(_cache) > _CACHE_ENTRIES:
                 _cache.popitem(last=False)
         _cache.move_to_end(key)
@@ -106,12 +109,10 @@ def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, 
 
 
 def _rounds_at(problem: Problem, label: str, axes: dict[str, int], seed: int, device: str,
-               ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None, tolerance: Tolerance,
+               reference: Callable[..., dict[str, Any]], gen_fn: Callable[..., dict] | None, tolerance: Tolerance,
                scalars: dict[str, Any]) -> list[EdgeRound]:
-    from solbench.engine.cases import reference_outputs
-
     base = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
-    base_ref = reference_outputs(problem, axes, ref_fn, base)
+    base_ref = reference(axes, base)
     base_stats = {n: _stats(t) for n, t in base_ref.items() if t.dtype.is_floating_point}
     doms = domains(problem)
     out = []
@@ -124,7 +125,7 @@ def _rounds_at(problem: Problem, label: str, axes: dict[str, int], seed: int, de
         if kind in ("permuted", "strided"):  # the same values in another layout: the typical outputs hold
             r.expected, r.atol = base_ref, {n: tolerance.atol for n in base_ref}
         else:
-            _judge(r, problem, axes, ref_fn, base_stats, tolerance, special=kind == "specials", zeros=kind == "zeros")
+            _judge(r, axes, reference, base_stats, tolerance, special=kind == "specials", zeros=kind == "zeros")
         r.sent = [physical(v, lay) for v, lay in zip(inputs.values(), layouts or [None] * len(inputs), strict=True)]
         if r.skipped:
             r.inputs, r.expected, r.sent = {}, {}, []
@@ -132,13 +133,11 @@ def _rounds_at(problem: Problem, label: str, axes: dict[str, int], seed: int, de
     return out
 
 
-def _judge(r: EdgeRound, problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
+def _judge(r: EdgeRound, axes: dict[str, int], reference: Callable[..., dict[str, Any]],
            base: dict[str, tuple[float, float, float]], tolerance: Tolerance, special: bool, zeros: bool) -> None:
     """Run the reference on the round's inputs; skip the round where its own output is not meaningful."""
-    from solbench.engine.cases import reference_outputs
-
     try:
-        r.expected = reference_outputs(problem, axes, ref_fn, r.inputs)
+        r.expected = reference(axes, r.inputs)
     except ProblemError as err:
         r.skipped = f"the reference fails on these inputs: {err}"[:300]
         return

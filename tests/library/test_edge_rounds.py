@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from edge_check import edge_rounds, run_round
 
-from solbench.data.inputs import load_module
 from solbench.data.problem import find_problems, load_problem
+from solbench.engine.problem_code import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM_FILES = find_problems(ROOT / "problems")
