@@ -465,7 +465,20 @@ def _failure(err: BaseException) -> dict:
         text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
         said = text[0] if len(text) < 2 else f"{text[0]} ... {text[-1]}"
         message = f"{type(err).__name__}: {said}" if text else type(err).__name__
+        where = _where(err)
+        message = f"{message} (at {where})" if where else message
     return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
+
+
+def _where(err: BaseException) -> str | None:
+    """``file.py:line`` of the innermost frame of the traceback outside solbench, torch and Python's own
+    libraries: where in the candidate (or a file it loaded) the error came from."""
+    package = str(Path(__file__).resolve().parents[1])
+    libraries = (sys.prefix, sys.base_prefix, sys.exec_prefix)
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename and not f.filename.startswith("<")
+              and not (f.filename.startswith(package) and "_shipped" not in f.filename)  # shipped candidates count
+              and not (f.filename.startswith(libraries) and not f.filename.startswith(package))]
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else None
 
 
 def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = None) -> int:
