@@ -217,7 +217,9 @@ class ProblemHost:
 
     def deep_check(self, problem: Problem) -> list[str]:
         """``validate --deep``'s lines for this problem (its code runs in the host)."""
-        reply = self.request(problem, "validate --deep (reference, cost hook)", {"op": "deep_check"})
+        what = (f"cost hook {problem.cost} (or the reference and generator it is checked with)" if problem.cost
+                else f"reference {problem.reference} under FlopCounterMode")
+        reply = self.request(problem, what, {"op": "deep_check"})
         lines = reply.get("lines")
         if not isinstance(lines, list):
             raise ProblemError([f"{problem.path or problem.name}: validate --deep: the problem host sent no lines"])
