@@ -67,7 +67,8 @@ def main() -> None:
             return prepare_cases(p, w, base_seed=1, device=args.device, rounds=3, ref_fn=fns[0], gen_fn=fns[1],
                                  axes=axes)
 
-        here, hosted = _best(lambda: cases(here_fns)), _best(lambda: cases(hosted_fns))
+        here = _best(lambda fns=here_fns: cases(fns))
+        hosted = _best(lambda fns=hosted_fns: cases(fns))
         made = cases(hosted_fns)
         row = {"problem": p.name, "axes": axes, "cases": len(made.rounds) + len(made.sets),
                "case_bytes": made.rounds[0].tensor_bytes(), "in_process_s": here, "hosted_s": hosted,

@@ -6,7 +6,9 @@ The parent sends inputs, receives raw outputs and raw timing samples, and decide
    (:mod:`solbench.engine.correctness`) and that no input was changed (unless an output is declared
    ``inplace_of`` it, in which case that input must hold the expected output afterwards);
 2. timing on the rotating sets (:func:`solbench.timing.time_calls` in the worker), with NVML
-   telemetry sampled around it;
+   telemetry sampled around it, and right after it the parent-clocked burst that checks the claimed
+   time from outside the worker (:mod:`solbench.engine.burst`), while the parent watches the worker's
+   processes (CPU time, NVML);
 3. the outputs of the timed calls are checked: the last of each set, those of samples the parent
    chose, and the refresh run's, each against the reference for the inputs it saw (the parent's
    edits between samples included: :mod:`solbench.engine.verification`); the sets must come back
@@ -31,7 +33,15 @@ from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_byte
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
-from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
+from solbench.engine.verification import (
+    TimedPlan,
+    already_checked,
+    draw_plan,
+    reply_bytes,
+    request,
+    sample_count,
+    timed_checks,
+)
 from solbench.guards import (
     Observer,
     check_concurrency,
@@ -40,12 +50,12 @@ from solbench.guards import (
     other_process_work,
     snapshot_concurrency,
 )
+from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
+from solbench.worker.client import WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
-_PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
 
 
 @dataclass
@@ -100,7 +110,7 @@ class CandidateSlot:
         if self.state != "spawned" or self.client is None:
             return
         waited = time.monotonic()
-        self.client.wait_ready(START_TIMEOUT_S)
+        self.client.wait_ready(WORKER_START_TIMEOUT_S)
         self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
         try:
             self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device,
@@ -317,13 +327,16 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = time.monotonic()
         _add_findings(findings, _findings(reply) + processes_left(slot))
         timing = _valid_timing(reply.get("timing"))
-        correctness["timed"] = _recheck_timed(ctx, reply, plan)
-        ctx.harness["recheck_s"] = time.monotonic() - clock
-        clock = time.monotonic()
+        # The burst right after the timing (one window with it for a scheduler that times one worker
+        # at a time); the parent's re-check of the timed outputs after it.
         phase = "burst"
-        _burst(slot, ctx, window, (plan, reply["samples"], timing, expect), deadline, correctness)
+        _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline, correctness)
         _add_findings(findings, window.findings())
         ctx.harness["burst_s"] = time.monotonic() - clock
+        clock = time.monotonic()
+        phase = "timing"
+        correctness["timed"] = _recheck_timed(ctx, reply, plan)
+        ctx.harness["recheck_s"] = time.monotonic() - clock
         phase = "done"
     except _Stop as stop:
         ev = stop.evaluation
@@ -422,7 +435,7 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     if not slot.guards or proc is None:
         return []
     baseline = dataclasses.replace(snapshot_concurrency(proc.pid), processes=frozenset())
-    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
+    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=EXITING_PROCESS_GRACE_S)]
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any], plan: TimedPlan) -> dict[str, Any]:

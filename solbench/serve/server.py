@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
-from solbench.serve.app import Limits, create_app
+from solbench.serve.app import Limits, create_app, library_by_name
 from solbench.serve.scorer import Scorer, ScorerSettings
 from solbench.serve.store import Store
+from solbench.settings import SERVE_LEASE_S, SERVE_SHUTDOWN_GRACE_S
 
 DEFAULT_DB = "sqlite:///solbench-serve/serve.db"
 DEFAULT_PORT = 8000
@@ -28,7 +29,7 @@ class ServeConfig:
     """RunOptions fields every job runs with (device, gpu, gpus, cluster, budget_s, ...)."""
     limits: Limits = field(default_factory=Limits)
     state_dir: Path | None = None
-    lease_s: float = 30.0
+    lease_s: float = SERVE_LEASE_S
     batch: int = 8
     slots: int = 1
 
@@ -53,6 +54,27 @@ def open_store(db: str) -> Store:
     return Store(db)
 
 
+def queue_baselines(db: str, names: list[str], problems_dir: str | None, workloads: list[str],
+                    small: bool) -> list[tuple[str, str, int]]:
+    """Queue each shipped library baseline (``solutions/`` files that declare ``BASELINE``) of the named
+    library problems, owned by the reserved ``library`` token: (problem, candidate, submission id)."""
+    from solbench.worker.candidate import baseline_library
+
+    store = open_store(db)
+    library = library_by_name(problems_dir)
+    missing = [n for n in names if n not in library]
+    if missing:
+        raise SolbenchError(f"no library problem {missing[0]!r} (`solbench list` names them)")
+    token = store.library_token()
+    queued = []
+    for problem in (library[n] for n in dict.fromkeys(names)):
+        for f in sorted((problem.folder / "solutions").glob("*.py")):
+            if baseline_library(f):
+                sub = store.submit(token, f.name, f.read_text(encoding="utf-8"), [problem.name], workloads, small, None)
+                queued.append((problem.name, f.stem, sub))
+    return queued
+
+
 def serve(config: ServeConfig, log: Any = None) -> None:
     """Run the service in the foreground until interrupted."""
     from solbench.api import resolve_options
@@ -70,7 +92,8 @@ def serve(config: ServeConfig, log: Any = None) -> None:
                                           config.batch, config.slots))
     app = create_app(store, config.limits, scorer)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False, server_header=False))
+                                           access_log=False, server_header=False,
+                                           timeout_graceful_shutdown=SERVE_SHUTDOWN_GRACE_S))
     (log or _stderr)(f"solbench serve: http://{config.host}:{config.port}/ (database {redacted(config.db)}, "
                      f"{len(app.state.service.library)} library problems, jobs in {state_dir})")
     try:
