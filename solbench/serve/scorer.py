@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from solbench.serve.store import Store
+from solbench.settings import SERVE_LEASE_S, SERVE_POLL_S, SERVE_STOP_WAIT_S
 
-POLL_S = 0.25
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding this solbench package
 
 
@@ -36,7 +36,7 @@ class ScorerSettings:
     state_dir: Path
     """Where jobs keep their files (candidates, uploaded problems, records, logs)."""
     problems_dir: str | None = None
-    lease_s: float = 30.0
+    lease_s: float = SERVE_LEASE_S
     batch: int = 8
     slots: int = 1
 
@@ -69,7 +69,7 @@ class Scorer:
         for t in self.threads:
             t.start()
 
-    def stop(self, wait_s: float = 20.0) -> None:
+    def stop(self, wait_s: float = SERVE_STOP_WAIT_S) -> None:
         """Stop the jobs (their engines stop their workers) and put what they had not finished back."""
         self.stopping.set()
         with self.lock:
@@ -102,7 +102,7 @@ class Scorer:
                 print(f"solbench serve: claim failed: {type(err).__name__}: {err}", file=sys.stderr)
                 rows = []
             if not rows:
-                self.stopping.wait(POLL_S * 2)
+                self.stopping.wait(SERVE_POLL_S * 2)
                 continue
             try:
                 self._run(tag, rows)
@@ -124,7 +124,7 @@ class Scorer:
                 _signal_group(batch.proc, signal.SIGTERM)
             while batch.proc.poll() is None:
                 self._read_events(batch)
-                time.sleep(POLL_S)
+                time.sleep(SERVE_POLL_S)
             self._read_events(batch)
             self._close(batch, batch.proc.returncode)
         finally:
