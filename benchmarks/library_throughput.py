@@ -10,7 +10,8 @@ rewritten after each one, so a run killed by its time box (``timeout 540 python 
      "median_s", "p90_s"}], "statuses", "complete", "goal": {...}, ...}
 
 A record's overhead is its wall time in its executor (inputs, reference, worker calls, checks:
-``harness.wall_s``) less the candidate's timed samples. The goal (issue 15): ``wall_s < 600`` with
+``harness.wall_s``) less the candidate's timed samples; ``edge`` is what the edge rounds took of it
+(``--no-edge`` runs without them). The goal (issue 15): ``wall_s < 600`` with
 ``problems >= 40`` on one H200; overhead median <= 0.5 s up to 256 MiB and <= 2 s at 2 GiB.
 
     python benchmarks/library_throughput.py -o results/h200/library_throughput.json
@@ -59,6 +60,17 @@ def overhead_by_size(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the edge rounds cost: their seconds (the worker calls and the parent's references, harness.edge_s +
+    edge_prepare_s) over the records' wall time, in all and per record (the goal: at most 10%)."""
+    shares = [r["edge_s"] / r["wall_s"] for r in rows if r.get("wall_s")]
+    total = sum(r["wall_s"] for r in rows)
+    return {"edge_s": round(sum(r.get("edge_s", 0.0) for r in rows), 3),
+            "share_of_wall": round(sum(r.get("edge_s", 0.0) for r in rows) / total, 4) if total else None,
+            "median_share": round(statistics.median(shares), 4) if shares else None,
+            "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
+
+
 class Tally:
     """Progress hooks: one row per record, and the summary rewritten to ``path`` after each."""
 
@@ -83,9 +95,10 @@ class Tally:
             wall = time.perf_counter() - self.started.get(f"{record.problem}/{record.workload}/{record.solution}",
                                                           self.t0)
         timed = float(sum(record.timing.get("samples_s") or []))
+        edge = float(harness.get("edge_s") or 0.0) + float(harness.get("edge_prepare_s") or 0.0)
         self.rows.append({"problem": record.problem, "workload": record.workload, "candidate": record.solution,
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
-                          "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4),
+                          "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
@@ -102,6 +115,7 @@ class Tally:
             "steady_records_per_min": (round((len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0]) * 60, 2)
                                        if len(self.stamps) > 2 else None),
             "statuses": dict(self.statuses), "overhead_by_size": overhead_by_size(self.rows),
+            "edge": edge_share(self.rows),
             "goal": GOAL | {"met": complete and wall < GOAL["wall_s_max"] and problems >= GOAL["problems_min"]},
             "rows": self.rows,
         }
@@ -144,14 +158,18 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true", help="the in-process run (one device, no executors)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
+    ap.add_argument("--small", action="store_true", help="each problem shrunk to its test_axes (quick CPU runs)")
     args = ap.parse_args()
 
-    options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout)
+    options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout,
+                              edge_rounds=False if args.no_edge else None)
     cuda = options.device.startswith("cuda")
     if not args.plain:
         gpus = args.gpus or ("all" if cuda and not args.cluster else None)
         options = resolve_options(options, gpus=gpus, jobs=args.jobs, cluster=args.cluster)
-    plan = select(plan_run(find_problems(problems_root(args.problems))), args.second, args.only, args.smallest_only)
+    plan = select(plan_run(find_problems(problems_root(args.problems)), small=args.small), args.second, args.only,
+                  args.smallest_only)
     out = Path(args.output)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
     records = Path(args.records or out.with_name(f"{out.stem}_{stamp}.jsonl"))

@@ -10,6 +10,7 @@ the parent can tell whether the candidate changed its copies.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,8 @@ class WorkloadCases:
     generator: Callable[..., dict] | None = None
     device: str = "cpu"
     verify_seed: int = 0
+    edge: list[Any] = field(default_factory=list)  # solbench.engine.edge.EdgeRound, run after the timing
+    edge_prepare_s: float = 0.0  # the parent's time making them (their references; cached across candidates)
 
 
 def _clone(v: Any) -> Any:
@@ -158,8 +161,9 @@ def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory
 
 def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, device: str, rounds: int,
                   ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None,
-                  l2_bytes: int | None = None, axes: dict[str, int] | None = None) -> WorkloadCases:
-    """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs."""
+                  l2_bytes: int | None = None, axes: dict[str, int] | None = None, edge: bool = False) -> WorkloadCases:
+    """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs;
+    ``edge``: its edge rounds too (:mod:`solbench.engine.edge`)."""
     axes = axes if axes is not None else problem.resolve_axes(workload)
     check_fits(problem, workload, axes, rounds, device)
     scalars = problem.scalars_for(workload)
@@ -175,6 +179,14 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
         for i in range(n_sets):
             seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
             cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
+        if edge:
+            from solbench.engine.edge import prepare_edge
+
+            clock = time.monotonic()
+            cases.edge = prepare_edge(problem, workload, axes, base_seed=base_seed, device=device,
+                                      reference=lambda a, inputs: reference_outputs(problem, a, ref_fn, inputs),
+                                      gen_fn=gen_fn, tolerance=cases.tolerance, derive=derive_seed)
+            cases.edge_prepare_s = time.monotonic() - clock
     except (MemoryError, RuntimeError) as err:
         if not _out_of_memory(err):
             raise

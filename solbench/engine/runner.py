@@ -182,7 +182,8 @@ class Runner:
                     self.progress.task(problem.name, workload.name, slot.candidate.name)
                     # The same seeds for every candidate: all of them see the same inputs.
                     cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
-                                          rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
+                                          rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
+                                          edge=opts.edge_rounds)
                     if workload.name not in roofs:
                         # A cost hook counts the work of the inputs timed (the sets), not of the shapes.
                         roofs[workload.name] = timed_point(problem, workload, self.spec, cases.axes,
