@@ -121,7 +121,7 @@ for s in "$@"; do
       # (the six problems with a Liger wrapper: rmsnorm, fused_add_rmsnorm, rope, swiglu, gate_up_swiglu,
       # cross_entropy; ours alongside; a missing wheel prints one 'skipped:' line per wrapper)
       step liger_all timeout ${LIGER_TIMEOUT:-100} python3 scripts/run_library.py -o "results/h200/liger_$STAMP.jsonl" \
-        --include 'liger_*' 'triton_*' --only 'llama3_1_8b.rmsnorm' 'llama3_1_8b.fused_add_rmsnorm' 'llama3_1_8b.rope' \
+        --include 'lib_*' 'triton_*' --only 'llama3_1_8b.rmsnorm' 'llama3_1_8b.fused_add_rmsnorm' 'llama3_1_8b.rope' \
         'llama3_1_8b.swiglu' 'llama3_1_8b.gate_up_swiglu' 'llama3_1_8b.cross_entropy' --largest --timeout 60
       step cu_candidates timeout 120 python3 -m solbench run tests/fixtures/tiny/scaled_add --workload n131072 \
         -s tests/candidates/gpu_scaled_add.cu -s tests/candidates/gpu_broken.cu -s tests/candidates/setup_honest.py \

@@ -426,7 +426,8 @@ def _check_scalar(section: str, tn: str, t: TensorSpec) -> list[str]:
         return [f"outputs.{tn}.shape: outputs must be tensors (shape null is for scalar inputs)"]
     if t.value is None:
         return [f"inputs.{tn}.value: a scalar input (shape null) needs a value"]
-    return []
+    why = _scalar_kind_error(t.dtype, t.value)  # .nan would make every NaN answer match its reference
+    return [f"inputs.{tn}.value: {why}"] if why else []
 
 
 def _check_dim(where: str, d: int | str, axis_names: set[str]) -> list[str]:

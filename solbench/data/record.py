@@ -26,6 +26,13 @@ class Status(str, Enum):
     REWARD_HACK = "REWARD_HACK"
 
 
+class Baseline(BaseModel):
+    """The library a baseline candidate (``lib_<library>_<op>.py``, ``BASELINE = "..."``) measures."""
+
+    library: str = Field(description="the library's distribution name, e.g. 'torch', 'liger-kernel'")
+    version: str = Field(description="its installed version where the record was made ('unknown' if not found)")
+
+
 class ResultRecord(BaseModel):
     """One (candidate, problem, workload) result."""
 
@@ -66,6 +73,8 @@ class ResultRecord(BaseModel):
     cost: dict[str, Any] | None = Field(default=None, description="when the problem's cost hook gave flops and "
                                         "bytes: their mean over the timing sets, and the spread (source, hook, sets, "
                                         "flops_min/max, bytes_min/max); null for formulas")
+    baseline: Baseline | None = Field(default=None, description="set for a library baseline: the reference "
+                                      "point of the 'best known' columns; null for other candidates")
     git: dict[str, Any] | None = Field(default=None, description="the candidate's git repository: commit, dirty, "
                                        "commit time; null outside a repository")
     device_index: int | None = Field(default=None, description="the GPU's index on its host, from an executor of "

@@ -56,7 +56,7 @@ from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
-from solbench.worker.jitcache import cache_key
+from solbench.worker.jitcache import cache_key, source_digest
 
 
 @dataclass
@@ -280,10 +280,11 @@ class Runner:
 
     def _jit_store(self, candidate: CandidateFile, problem: Problem) -> tuple[str, str] | None:
         """(store, key) of the candidate's JIT caches kept between runs, or None (RunOptions.jit_cache)."""
-        if self.options.jit_cache is None:
+        source = source_digest(candidate.path) if self.options.jit_cache is not None else None
+        if source is None:  # no store, or a candidate folder too large to hash: compile afresh
             return None
         env = self.environment
-        key = cache_key(candidate.sha256, problem.name, self.options.device, self.device_name,
+        key = cache_key(source, problem.name, self.options.device, self.device_name,
                         str(env.get("torch")), str(env.get("triton")), str(env.get("cupy")), str(env.get("solbench")))
         return self.options.jit_cache, key
 

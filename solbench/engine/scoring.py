@@ -22,7 +22,7 @@ from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint, point, sol
 from solbench.engine.provenance import candidate_git
-from solbench.worker.candidate import CandidateFile
+from solbench.worker.candidate import CandidateFile, baseline_of
 
 # The physics floor, two rules (see physics_floor): no time below the measured ceilings' T_ideal
 # less this noise margin (burst ceilings read within a few percent run to run; a read-only stream
@@ -150,6 +150,7 @@ def build_record(
         cost=roof.cost,
         t_floor_s=floor[0] if floor else None,
         t_floor_basis=floor[1] if floor else None,
+        baseline=baseline_of(candidate.path),
         git=candidate_git(candidate.path, run_id),
         reason=evaluation.reason,
         flags=sorted(set(flags)),

@@ -31,10 +31,11 @@ PROBLEM_HEADERS = ("Rank", "Candidate", "Passed", "Geomean SOL", "Worst SOL", "F
 OVERALL_HEADERS = ("Rank", "Candidate", "Problems", "Workloads", "Geomean SOL", "SOL≥0.5", "SOL≥0.8", "Failures",
                    "Note")
 ATTAINABLE = "Attainable SOL"  # geomean SOL against max(T_ideal, launch floor); shown when a workload is under it
-NUMERIC_HEADERS = ("Rank", "Geomean SOL", ATTAINABLE, "Worst SOL", "SOL≥0.5", "SOL≥0.8")
+BEST_KNOWN, GAP = "Best known", "Gap"  # the best library baseline's geomean SOL; SOL / that, per workload
+NUMERIC_HEADERS = ("Rank", "Geomean SOL", ATTAINABLE, "Worst SOL", BEST_KNOWN, GAP, "SOL≥0.5", "SOL≥0.8")
 # Narrower headers for a terminal (80 columns must hold the overall table).
 TERMINAL_HEADERS = {"Rank": "#", "Geomean SOL": "SOL gm", ATTAINABLE: "att. gm", "Worst SOL": "SOL min", "SOL≥0.5": "≥0.5", "SOL≥0.8": "≥0.8",
-                    "Problems": "Probs", "Workloads": "Wklds"}
+                    "Problems": "Probs", "Workloads": "Wklds", BEST_KNOWN: "best", GAP: "gap"}
 
 
 @dataclass
@@ -80,7 +81,34 @@ def display_tables(lb: Leaderboard, short: bool = False) -> list[DisplayTable]:
                 for r in g.to_dict("records")]
         out.append(DisplayTable(_title("Overall", gpu, lb), "overall", None, gpu, OVERALL_HEADERS, rows,
                                 g["disqualified"].tolist()))
-    return _with_attainable(out, lb) if lb.under_floor else out
+    out = _with_attainable(out, lb) if lb.under_floor else out
+    return _with_best_known(out, lb) if lb.problems["best_known_sol"].notna().any() else out
+
+
+def _with_best_known(tables: list[DisplayTable], lb: Leaderboard) -> list[DisplayTable]:
+    """Per-problem tables with the best library baseline's geomean SOL and each candidate's gap to it
+    (SOL / best-known SOL, geomean over the workloads both passed); baselines say so in the note."""
+    frames = {(p, g): grp for (p, g), grp in lb.problems.groupby(["problem", "gpu"], sort=True)}
+    for t in tables:
+        if t.kind != "problem":
+            continue
+        grp = frames[(t.problem, t.gpu)]
+        at = t.headers.index("Worst SOL") + 1
+        t.headers = (*t.headers[:at], BEST_KNOWN, GAP, *t.headers[at:])
+        cells = zip(grp["best_known_sol"], grp["gap_to_best_known"], grp["baseline"], strict=True)
+        t.rows = [[*row[:at], sol_text(k), _gap_text(g), *row[at:-1], _baseline_note(row[-1], b)]
+                  for row, (k, g, b) in zip(t.rows, cells, strict=True)]
+    return tables
+
+
+def _gap_text(gap: float) -> str:
+    return "-" if pd.isna(gap) else f"{gap:.2f}x"
+
+
+def _baseline_note(note: str, library: str) -> str:
+    if not library:
+        return note
+    return f"baseline ({one_line(library, 60)})" + (f"; {note}" if note else "")
 
 
 def _with_attainable(tables: list[DisplayTable], lb: Leaderboard) -> list[DisplayTable]:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from solbench.data.record import Status
+from solbench.present.best_known import with_best_known
 from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select_records
 from solbench.present.markup import one_line
 
@@ -216,7 +217,7 @@ def leaderboard(results: pd.DataFrame, selection: Selection | None = None) -> Le
     :func:`solbench.load_results`) that ``selection`` keeps (all of them, against one roof, by default)."""
     records, left_out = select_records(results, selection)
     best = best_results(records)
-    per_problem = rank_problems(records, best)
+    per_problem = with_best_known(rank_problems(records, best), best, records)
     overall = rank_overall(records, best, per_problem)
     roofs = {str(g): str(r) for g, r in records[["gpu", "roof"]].drop_duplicates().itertuples(index=False)}
     return Leaderboard(roof=", ".join(sorted(set(roofs.values()))), problems=per_problem, overall=overall, best=best,

@@ -76,24 +76,63 @@ def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:
     return out
 
 
-def missing_requirements(path: Path) -> list[str]:
-    """The modules a candidate's ``REQUIRES = [...]`` names that are not installed (read with ast,
-    never imported): library baselines (``liger_*.py``) are skipped, not failed, without their library."""
-    import ast
-    import importlib.util
+DEVICE_REQUIREMENT = "device:cuda"  # in REQUIRES: the candidate runs only where a CUDA device is present
 
+
+def _module_constant(path: Path, name: str) -> Any:
+    """The literal value of a top-level ``NAME = ...`` of a candidate file (read with ast, never imported);
+    None when the file does not parse or the name is not a literal."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return []
+        return None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["REQUIRES"]:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
             try:
-                names = [str(n) for n in ast.literal_eval(node.value)]
+                return ast.literal_eval(node.value)
             except ValueError:
-                return []
-            return [n for n in names if importlib.util.find_spec(n) is None]
-    return []
+                return None
+    return None
+
+
+def _absent(requirement: str) -> bool:
+    import importlib.util
+
+    if requirement == DEVICE_REQUIREMENT:
+        import torch
+
+        return not torch.cuda.is_available()
+    return importlib.util.find_spec(requirement) is None
+
+
+def missing_requirements(path: Path) -> list[str]:
+    """What a candidate's ``REQUIRES = [...]`` names that this machine lacks: modules not installed, or
+    ``"device:cuda"`` without a CUDA device. Library baselines (``lib_*.py``) are skipped, not failed,
+    without their library."""
+    names = _module_constant(path, "REQUIRES")
+    if not isinstance(names, (list, tuple)):
+        return []
+    return [str(n) for n in names if _absent(str(n))]
+
+
+def baseline_library(path: Path) -> str | None:
+    """The library (its distribution name) a baseline candidate declares with ``BASELINE = "name"``."""
+    name = _module_constant(path, "BASELINE") if path.suffix == ".py" else None
+    return name if isinstance(name, str) and name else None
+
+
+def baseline_of(path: Path) -> dict[str, str] | None:
+    """``{library, version}`` of a baseline candidate (version ``unknown`` when not installed); None for others."""
+    from importlib import metadata
+
+    library = baseline_library(path)
+    if library is None:
+        return None
+    try:
+        version = metadata.version(library)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"library": library, "version": version}
 
 
 def _solution_files(problem_folder: Path) -> list[Path]:
@@ -117,7 +156,9 @@ def skipped_candidates(problem_folder: Path) -> list[tuple[Path, list[str]]]:
 
 def skipped_line(problem: str, path: Path, missing: list[str]) -> str:
     """The one line a run prints for a shipped candidate it leaves out (never a silent skip)."""
-    modules = ", ".join(missing)
+    if missing == [DEVICE_REQUIREMENT]:
+        return f"skipped: {problem} {path.name}: needs a CUDA device, none here"
+    modules = ", ".join(m for m in missing if m != DEVICE_REQUIREMENT)
     return f"skipped: {problem} {path.name}: needs {modules}, not installed here (install it to run this candidate)"
 
 
@@ -127,9 +168,13 @@ def load_sibling(file: str | Path, name: str) -> ModuleType:
     For candidate authors: ``_eager = solbench.load_sibling(__file__, "torch_eager.py").run``. Each
     file gets a module name of its own, so the ``torch_eager.py`` of two problems never collide in
     one worker (a plain ``import torch_eager`` gives whichever was imported first), and the module
-    counts as candidate code for the guards, like the candidate itself.
+    counts as candidate code for the guards, like the candidate itself. ``name`` is a path below the
+    candidate's folder (no ``..``, not absolute).
     """
-    path = Path(file).resolve().parent / name
+    folder = Path(file).resolve().parent
+    path = folder / name
+    if Path(name).is_absolute() or ".." in Path(name).parts:  # what a JIT-cache key covers is the folder
+        raise ValueError(f"load_sibling: {name!r} is not a file below the folder of {Path(file).name}")
     if not path.is_file():
         raise FileNotFoundError(f"load_sibling: no file {name!r} next to {Path(file).name}")
     return import_file(path, module_name("solbench_candidate_sibling_", path))

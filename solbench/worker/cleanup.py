@@ -22,8 +22,8 @@ from __future__ import annotations
 import atexit
 import functools
 import os
-import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -90,47 +90,110 @@ def _unmarked_and_abandoned(folder: Path, in_use: set[str]) -> bool:
         st = folder.stat()
     except OSError:
         return False
-    return (not (folder / OWNER_FILE).exists() and st.st_uid == os.geteuid()
+    return (st.st_uid == os.geteuid() and not (folder / OWNER_FILE).exists()
             and time.time() - st.st_mtime > LEGACY_AGE_S and str(folder) not in in_use)
+
+
+def _dead_or_abandoned(folder: Path, in_use: set[str]) -> bool:
+    """True for a worker folder this process may and should remove; never raises (another user's
+    folder, one it cannot open, is left alone)."""
+    try:
+        return _owner_gone(folder) or _unmarked_and_abandoned(folder, in_use)
+    except OSError:
+        return False
 
 
 def sweep_dead_workers(tmp: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove the worker folders (and cgroups) left by runs whose parent is gone, and unmarked ones
-    (older solbench) abandoned for an hour. Returns them."""
+    (older solbench) abandoned for an hour. Returns them. What cannot be looked at is skipped."""
     removed = []
-    folders = [f for f in sorted(Path(tmp or tempfile.gettempdir()).glob(PREFIX + "*"))
-               if f.is_dir() and not f.is_symlink()]
+    try:
+        folders = [f for f in sorted(Path(tmp or tempfile.gettempdir()).glob(PREFIX + "*"))
+                   if f.is_dir() and not f.is_symlink()]
+    except OSError:
+        return []
     in_use = _working_folders() if folders else set()
     for folder in folders:
-        if _owner_gone(folder) or _unmarked_and_abandoned(folder, in_use):
+        if _dead_or_abandoned(folder, in_use):
             remove_tree(folder)
             remove_cgroup(folder.name)
             removed.append(folder)
     return removed
 
 
-def _unlock(top: Path) -> None:
-    """Give the owner rwx on every folder below ``top`` (a candidate may leave one at mode 0)."""
-    for root, dirs, _ in os.walk(top):
-        for d in dirs:
-            path = os.path.join(root, d)
-            if not os.path.islink(path):
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(name: str, dir_fd: int | None) -> int | None:
+    """Open a folder (not a link) for removal, giving its owner rwx if it was left locked; None if not."""
+    for attempt in range(2):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except PermissionError:
+            if attempt == 0:
                 try:
-                    os.chmod(path, 0o700)
+                    os.chmod(name, 0o700, dir_fd=dir_fd)
                 except OSError:
-                    pass
+                    return None
+        except OSError:
+            return None
+    return None
+
+
+def _entries(fd: int) -> list[tuple[str, bool]]:
+    """(name, is a folder) of what a folder holds; [] if it cannot be listed."""
+    try:
+        with os.scandir(fd) as it:
+            return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+    except OSError:
+        return []
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a folder and everything in it; a folder left unreadable is opened up first."""
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists() and not path.is_symlink():
-        try:
-            os.chmod(path, 0o700)
-        except OSError:
-            pass
-        _unlock(path)
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove a folder and everything in it, at any depth (a loop, not recursion: a candidate may
+    leave thousands of nested folders), opening up folders left locked and skipping what cannot be
+    removed. Folders are entered by descriptor, never by path: deep paths exceed PATH_MAX, and a
+    folder swapped for a link is not followed."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return
+    except OSError:
+        return
+    fd = _open_dir(str(path), None)
+    if fd is None:
+        return
+    stack: list[tuple[str, list[tuple[str, bool]]]] = [("", _entries(fd))]  # (name in parent, to do)
+    while stack:
+        pending = stack[-1][1]
+        if pending:
+            name, is_dir = pending.pop()
+            child = _open_dir(name, fd) if is_dir else None
+            if child is not None:
+                os.close(fd)
+                fd = child
+                stack.append((name, _entries(fd)))
+            elif not is_dir:
+                _quietly(os.unlink, name, dir_fd=fd)
+            continue
+        name, _ = stack.pop()
+        if not stack:
+            break
+        parent = _open_dir("..", fd)
+        os.close(fd)
+        if parent is None:
+            return
+        fd = parent
+        _quietly(os.rmdir, name, dir_fd=fd)
+    os.close(fd)
+    _quietly(os.rmdir, path)
+
+
+def _quietly(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    try:
+        fn(*args, **kwargs)
+    except OSError:
+        pass
 
 
 # --- signals and exit --------------------------------------------------------------------------

@@ -10,8 +10,8 @@ the parent gets a :class:`WorkerFailure` and carries on.
 Its folder (``solbench-worker-*`` in the temp folder) is its working folder, temp folder, HOME,
 cache and JIT-cache folders and, when it drops root, its ``/dev/shm``. When solbench runs as root
 the worker runs as ``account`` (the run's ``worker_user``; :mod:`solbench.guards.account`) and the
-folder is that user's. Its environment is the parent's without the variables that look like
-credentials (:data:`SECRET_VARS`). What the worker prints is the candidate's own output: the log is
+folder is that user's. Its environment holds only the parent's variables it needs
+(:func:`passed_env`: search path, locale, device selection, compiler and library settings). What the worker prints is the candidate's own output: the log is
 read back capped and without control characters (:func:`clean_log`).
 """
 
@@ -80,10 +80,25 @@ JIT_CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "indu
                   "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda"}
 # The worker's own HOME, temp and cache folders (below its folder), so nothing lands in the user's.
 HOME_VARS = {"HOME": "home", "TMPDIR": "tmp", "XDG_CACHE_HOME": "cache"}
-# Variables a worker does not get: they look like credentials (tokens, keys, agent sockets).
-SECRET_VARS = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|^AWS_|^AZURE_|"
-                         r"^GOOGLE_APPLICATION|^SSH_AUTH_SOCK$|^SSH_AGENT_PID$|^GPG_AGENT|^KRB5CCNAME$|"
-                         r"^DBUS_SESSION_BUS_ADDRESS$|^XAUTHORITY$", re.IGNORECASE)
+# The variables a worker gets from the parent (an allow-list: a credential under a name nobody
+# thought of stays out): the search path and locale, device selection, and the non-secret settings
+# of the compilers and math libraries a candidate uses. Everything else is dropped, and so is an
+# allowed name that still looks like a credential (SECRET_VARS) or a value holding one (a URL with
+# a password).
+PASSED_VARS = re.compile(r"^(PATH|LANG|LANGUAGE|TZ|TERM|LD_LIBRARY_PATH|LIBRARY_PATH|CPATH|C_INCLUDE_PATH|"
+                         r"CPLUS_INCLUDE_PATH|CC|CXX|CUDA_HOME|CUDA_PATH|CUDACXX|VIRTUAL_ENV|CONDA_PREFIX|"
+                         r"PYTHONHASHSEED|PYTHONDONTWRITEBYTECODE|PYTHONNOUSERSITE|PYTHONWARNINGS|"
+                         r"LC_\w+|CUDA_\w+|NVIDIA_\w+|NVCC_\w+|TRITON_\w+|TORCH_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|"
+                         r"CUPY_\w+|OMP_\w+|KMP_\w+|MKL_\w+|OPENBLAS_\w+|GOMP_\w+)$")
+SECRET_VARS = re.compile(r"TOKEN|SECRET|PASSW|PWD|PASS$|CREDENTIAL|AUTH|JWT|DSN|API_?KEY|ACCESS_?KEY|"
+                         r"PRIVATE_?KEY|_KEY$|^AWS_|^AZURE_|^GOOGLE_APPLICATION|^SSH_|^GPG_", re.IGNORECASE)
+_URL_WITH_PASSWORD = re.compile(r"://[^/\s:@]*:[^/\s@]*@")
+
+
+def passed_env(environ: dict[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a worker may see (:data:`PASSED_VARS` less :data:`SECRET_VARS`)."""
+    return {k: v for k, v in environ.items()
+            if PASSED_VARS.match(k) and not SECRET_VARS.search(k) and not _URL_WITH_PASSWORD.search(v)}
 
 
 def _python_path() -> str:
@@ -101,8 +116,7 @@ def _python_path() -> str:
 
 
 def _worker_env(work_dir: Path, user: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not SECRET_VARS.search(k)}
-    env.pop("SOLBENCH_JIT_CACHE", None)  # the parent's store of every candidate's caches: not the worker's business
+    env = passed_env(dict(os.environ))  # not SOLBENCH_JIT_CACHE either: the parent's store is not the worker's business
     for var, name in JIT_CACHE_VARS.items():
         env[var] = str(work_dir / JIT_FOLDER / name)
     for var, name in HOME_VARS.items():

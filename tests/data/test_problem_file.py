@@ -83,6 +83,8 @@ def test_loading_does_not_execute_reference(tmp_path):
         (lambda d: d.update(name="nodot"), "<family>.<op>"),
         (lambda d: d["outputs"].update(x={"shape": ["T"], "dtype": "float32"}), "also inputs"),
         (lambda d: d.update(measured={"time": "ncu is slower"}), "measured.time"),
+        (lambda d: d["inputs"]["eps"].update(value=float("nan")), "inputs.eps.value: nan is not a finite number"),
+        (lambda d: d["inputs"]["eps"].update(value=float("inf")), "inputs.eps.value: inf is not a finite number"),
     ],
 )
 def test_bad_problem_is_refused_with_the_key(tmp_path, mutate, expect):

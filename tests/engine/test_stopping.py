@@ -179,6 +179,50 @@ def test_remove_tree_opens_folders_a_candidate_locked(tmp_path: Path) -> None:
     remove_tree(top)
 
 
+def _nest(top: Path, depth: int) -> Path:
+    """``depth`` folders inside each other below ``top`` (made by descriptor: the path is too long)."""
+    top.mkdir(parents=True)
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, dir_fd=fd), "w") as fh:
+        fh.write("x")
+    os.close(fd)
+    return top
+
+
+def test_remove_tree_and_sweep_handle_a_3000_level_tree(tmp_path: Path) -> None:
+    top = _nest(tmp_path / "w" / "home", 3000)
+    remove_tree(top)
+    assert not top.exists()
+    dead = tmp_path / f"{PREFIX}dead"
+    _nest(dead / "home", 3000)
+    (dead / OWNER_FILE).write_text(f"{_dead_pid()} 1\n")
+    assert sweep_dead_workers(tmp_path) == [dead] and not dead.exists()
+
+
+@as_root
+def test_sweep_skips_another_users_locked_folder(tmp_path: Path) -> None:
+    """A folder named like a worker's that another user made with mode 700 (root's here, seen by
+    nobody) is left alone: the sweep does not raise, and a run can start."""
+    tmp_path.chmod(0o777)
+    (tmp_path / f"{PREFIX}planted").mkdir(mode=0o700)
+    code = f"""
+        from solbench.guards.account import drop_privileges, private_view
+        from solbench.guards.sandbox import python_paths
+        from solbench.worker.cleanup import sweep_dead_workers
+        private_view([*python_paths(), {str(tmp_path)!r}], {NOBODY}, {NOBODY}, None)
+        drop_privileges({NOBODY}, {NOBODY})
+        print(sweep_dead_workers({str(tmp_path)!r}))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
 # --- processes that left the worker's session -----------------------------------------------------
 
 def _setsid_candidate(folder: Path, marker: str, then: str) -> Path:

@@ -15,7 +15,7 @@ from solbench.worker.cuda_source import extension_name, first_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "problems" / "llama3_1_8b"
-LIGER = sorted(LLAMA.glob("*/solutions/liger_*.py"))
+LIGER = sorted(LLAMA.glob("*/solutions/lib_liger_*.py"))
 HAVE_LIGER = importlib.util.find_spec("liger_kernel") is not None
 
 
@@ -50,7 +50,7 @@ def test_liger_baselines_are_skipped_without_liger(tmp_path):
         assert p not in shipped_candidates(p.parent.parent)
     # given explicitly, the missing library is a one-line COMPILE_ERROR, never a traceback
     cli = subprocess.run([sys.executable, "-m", "solbench", "run", "llama3_1_8b.rmsnorm", "--small", "--device", "cpu",
-                          "-s", str(LLAMA / "rmsnorm" / "solutions" / "liger_rmsnorm.py"), "-q", "--json",
+                          "-s", str(LLAMA / "rmsnorm" / "solutions" / "lib_liger_rmsnorm.py"), "-q", "--json",
                           "-o", str(tmp_path / "r.jsonl")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "Traceback" not in cli.stderr and cli.returncode == 1
     assert '"status": "COMPILE_ERROR"' in cli.stdout and "No module named 'liger_kernel'" in cli.stdout
@@ -135,7 +135,7 @@ def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monke
     axes = problem.resolve_axes(problem.workloads[0])
     inputs = make_inputs(problem, axes, 5)
     before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-    run, _ = load_entry_points(LLAMA / op / "solutions" / f"liger_{op}.py")
+    run, _ = load_entry_points(LLAMA / op / "solutions" / f"lib_liger_{op}.py")
     got = run(*inputs.values())
     want = load_reference(problem)(*inputs.values())
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):

@@ -39,6 +39,15 @@ def test_a_missing_sibling_is_an_import_time_failure(tmp_path):
         solbench.load_sibling(tmp_path / "cand.py", "torch_eager.py")
 
 
+def test_a_sibling_outside_the_folder_is_refused(tmp_path):
+    """The JIT-cache key covers the candidate's folder: a sibling is a file below it, nothing else."""
+    (tmp_path / "outside.py").write_text("X = 1\n")
+    (tmp_path / "c").mkdir()
+    for name in ("../outside.py", str(tmp_path / "outside.py")):
+        with pytest.raises(ValueError, match="is not a file below the folder of cand.py"):
+            solbench.load_sibling(tmp_path / "c" / "cand.py", name)
+
+
 def _solbench_imports(tree: ast.Module) -> set[str]:
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -240,6 +240,26 @@ def test_each_worker_has_its_own_jit_caches(tmp_path):
     assert len({a[v] for v in JIT_CACHE_VARS}) == len(JIT_CACHE_VARS)
 
 
+CREDENTIALS = {"DATABASE_URL": "postgres://app:hunter2@db/x", "GITHUB_PAT": "ghp_x", "OPENAI_KEY": "sk-x",
+               "MYSQL_PWD": "pw", "PGPASS": "pw", "NPM_CONFIG__AUTH": "dXNlcjpwYXNz", "CI_JOB_JWT": "eyJ",
+               "HTTPS_PROXY": "http://u:pass@proxy:3128", "SENTRY_DSN": "https://k@sentry.io/1",
+               "TORCH_HUB_TOKEN": "x", "CUDA_PROXY": "http://u:pw@h"}
+NEEDED = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "1",
+          "NVIDIA_VISIBLE_DEVICES": "all", "TRITON_INTERPRET": "1", "TORCH_CUDA_ARCH_LIST": "9.0",
+          "OMP_NUM_THREADS": "1"}
+
+
+def test_worker_environment_is_an_allow_list(tmp_path, monkeypatch):
+    from solbench.worker.client import _worker_env
+
+    for var, value in {**CREDENTIALS, **NEEDED, "SOLBENCH_JIT_CACHE": "/x"}.items():
+        monkeypatch.setenv(var, value)
+    env = _worker_env(tmp_path)
+    assert not set(CREDENTIALS) & set(env) and "SOLBENCH_JIT_CACHE" not in env
+    assert {k: env[k] for k in NEEDED} == NEEDED
+    assert not any("hunter2" in v or "pass@" in v for v in env.values())
+
+
 def test_failure_message_keeps_the_first_line_and_the_last():
     from solbench.worker.main import _failure
 

@@ -16,8 +16,11 @@ those over tensor values (``num_kv_indices == kv_indptr[-1].item()``) are kept a
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,69 @@ def read_workloads(path: Path) -> list[dict[str, Any]]:
             raise ImportRefused(f"{path}:{n}: a workload needs an 'axes' object")
         out.append(work)
     return out
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "an integer", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
+def _need(value: Any, types: type | tuple[type, ...], where: str, what: str) -> None:
+    """Refuse ``value`` in one line unless it is of ``types`` (a bool is never a number here)."""
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple)
+                                                                                 else (types,))):
+        raise ImportRefused(f"{where}: must be {what}, not {_kind(value)}")
+
+
+def _check_objects(defn: dict[str, Any], section: str, where: str) -> dict[str, Any]:
+    """``defn[section]``: an object of objects (absent: empty)."""
+    items = defn.get(section, {})
+    _need(items, dict, f"{where}{section}", "an object (name -> spec)")
+    for name, spec in items.items():
+        _need(spec, dict, f"{where}{section}.{name}", "an object")
+    return items
+
+
+def _check_tensor(spec: dict[str, Any], where: str) -> None:
+    _need(spec.get("dtype", "float32"), str, f"{where}.dtype", "a dtype name (a string)")
+    shape = spec.get("shape")
+    if shape is not None:
+        _need(shape, list, f"{where}.shape", "a list of axis names and integers, or null (a scalar)")
+        for i, dim in enumerate(shape):
+            _need(dim, (str, int), f"{where}.shape[{i}]", "an axis name or an integer")
+
+
+def check_definition(defn: dict[str, Any]) -> None:
+    """Refuse in one line a definition whose parts have the wrong JSON types (axes as a list, dtype as a
+    list, a const axis without an integer value, ...), before anything is converted."""
+    for key in ("name", "op_type", "description", "reference", "reference_file", "custom_inputs_entrypoint"):
+        if key in defn and defn[key] is not None:
+            _need(defn[key], str, key, "a string")
+    for key in ("tags", "constraints"):
+        _need(defn.get(key) or [], list, key, "a list of strings")
+        for i, item in enumerate(defn.get(key) or []):
+            _need(item, str, f"{key}[{i}]", "a string")
+    for name, axis in _check_objects(defn, "axes", "").items():
+        if axis.get("type") == "const":
+            _need(axis.get("value"), int, f"axes.{name}.value", "an integer (a const axis's size)")
+    for section in ("inputs", "outputs"):
+        for name, spec in _check_objects(defn, section, "").items():
+            _check_tensor(spec, f"{section}.{name}")
+
+
+def check_workload(work: dict[str, Any], where: str, var_axes: list[str]) -> None:
+    """Refuse in one line a workload whose axes, inputs or tolerance have the wrong JSON types."""
+    for axis in var_axes:
+        if axis in work["axes"]:
+            _need(work["axes"][axis], int, f"{where}: axes.{axis}", "an integer")
+    _check_objects(work, "inputs", f"{where}: ")
+    tolerance = work.get("tolerance") or {}
+    _need(tolerance, dict, f"{where}: tolerance", "an object (max_atol, max_rtol, required_matched_ratio)")
+    for key, value in tolerance.items():
+        _need(value, (int, float), f"{where}: tolerance.{key}", "a number")
+        if not math.isfinite(value):
+            raise ImportRefused(f"{where}: tolerance.{key}: must be a finite number, not {value}")
 
 
 def _dtype(name: str, where: str) -> str:
@@ -176,15 +242,33 @@ def _workload_name(i: int, axes: dict[str, int]) -> str:
     return f"w{i:02d}_{text}"[:64]
 
 
+def inside(root: Path, rel: str, what: str) -> Path:
+    """The regular file ``rel`` below ``root``, reached without a link, an absolute path or ``..``; else
+    refused in one line (an import must never copy a file from elsewhere, ``/etc/shadow``, into a
+    problem folder that candidates read)."""
+    parts = Path(rel).parts
+    if not rel or Path(rel).is_absolute() or ".." in parts:
+        raise ImportRefused(f"{what} {rel!r}: must be a path below {root} (not absolute, no '..')")
+    path = root
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise ImportRefused(f"{what} {rel!r}: {path} is a symbolic link; copy the file itself there")
+    if not path.is_file():
+        raise ImportRefused(f"{what} {rel!r}: not found below {root}")
+    return path
+
+
 def _reference_source(defn: dict[str, Any], folder: Path) -> str:
     if isinstance(defn.get("reference"), str):
         return defn["reference"]
     file = defn.get("reference_file")
-    if isinstance(file, str) and not Path(file).is_absolute() and ".." not in Path(file).parts:
-        path = folder / file
-        if path.is_file():
+    if isinstance(file, str):
+        path = inside(folder, file, "reference_file")
+        try:
             return path.read_text(encoding="utf-8")
-        raise ImportRefused(f"reference_file {file!r} not found next to the definition")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ImportRefused(f"reference_file {file!r}: cannot be read ({err})") from None
     raise ImportRefused("the definition has no 'reference' source (nor a 'reference_file' next to it)")
 
 
@@ -227,16 +311,30 @@ def _stored_inputs(workloads: list[dict[str, Any]], var_axes: list[str], data: P
                 continue
             rel = str(src.get("path", "")).removeprefix("./")
             found = (data / rel) if data is not None and rel else None
-            if found is None or not found.is_file() or ".." in Path(rel).parts:
+            if found is None or not found.is_file():
                 where = f"--data {data}" if data is not None else "no --data folder given"
                 raise ImportRefused(f"workload {w.get('uuid', '?')}: input {name} reads {rel or '(no path)'}, "
                                     f"not found ({where}); download the dataset's blobs and pass --data ROOT")
+            found = inside(data, rel, f"workload {w.get('uuid', '?')}: input {name} path")
             flat = _slug(rel.replace("/", "__"))
             dest.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(found, dest / flat)
+            _copy_no_follow(found, dest / flat)
             key = tuple(int(w["axes"][a]) for a in var_axes)
             table.setdefault(key, {})[name] = (flat, str(src.get("tensor_key", name)))
     return table
+
+
+def _copy_no_follow(src: Path, dst: Path) -> None:
+    """Copy a regular file, refusing one swapped for a link since it was checked."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        raise ImportRefused(f"{src}: cannot be read without following a link ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as fin:
+        if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+            raise ImportRefused(f"{src}: not a regular file")
+        with open(dst, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
 
 
 def problem_data(defn: dict[str, Any], workloads: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
@@ -283,10 +381,31 @@ def import_definition(definition: Path, out_dir: Path, workloads_file: Path | No
     """Write ``out_dir/problem.yaml`` and ``reference.py`` (and ``data/``) from a definition; return
     the problem file and notes. Raises ImportRefused (one line) for what solbench cannot take."""
     defn = read_json(definition, "definition")
+    _checked(check_definition, defn, where=definition.name)
     workloads = read_workloads(workloads_file) if workloads_file else []
     if not workloads:
         raise ImportRefused(f"{definition.name}: no workloads: pass --workloads WORKLOADS.jsonl (a definition "
                             "alone has no sizes for its var axes)")
+    var_axes = [a for a, spec in defn.get("axes", {}).items() if spec.get("type") == "var"]
+    for i, work in enumerate(workloads):
+        _checked(check_workload, work, f"workload {work.get('uuid', i)!s:.80}", var_axes, where=definition.name)
+    try:
+        return _write_problem(definition, defn, workloads, out_dir, data_root)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:  # a shape no check above named
+        raise ImportRefused(f"{definition.name}: malformed definition or workload "
+                            f"({type(err).__name__}: {str(err)[:200]})") from None
+
+
+def _checked(check: Any, *args: Any, where: str) -> None:
+    """Run a check; its refusal names the definition file."""
+    try:
+        check(*args)
+    except ImportRefused as err:
+        raise ImportRefused(f"{where}: {err}") from None
+
+
+def _write_problem(definition: Path, defn: dict[str, Any], workloads: list[dict[str, Any]], out_dir: Path,
+                   data_root: Path | None) -> tuple[Path, list[str]]:
     data, notes = problem_data(defn, workloads)
     source = _reference_source(defn, definition.parent)
     var_axes = [a for a, spec in data["axes"].items() if spec["type"] == "var"]

@@ -22,12 +22,13 @@ import yaml
 from solbench.data.inputs import import_file, module_name
 from solbench.data.interop.flashinfer_trace import ImportRefused, _slug
 
-_REFERENCE = '''"""Reference of the KernelBench module {file}: Model(*get_init_inputs()) through functional_call."""
+_REFERENCE = '''"""Reference of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call."""
 
 import torch
 
 import solbench
 
+KERNELBENCH_FILE = {file!r}
 _module = solbench.load_sibling(__file__, "kernelbench_module.py")
 _model = None
 _FORWARD = {forward!r}
@@ -73,27 +74,47 @@ def _count_flops(model: Any, inputs: list[Any]) -> int:
     return int(counter.get_total_flops())
 
 
-def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
-    """Write ``out_dir/problem.yaml``, ``reference.py`` and the module's copy; return the file and notes."""
+def _run_module(path: Path) -> tuple[Any, list[Any], dict[str, Any], tuple[Any, ...], int]:
+    """Build the module's Model and inputs on the meta device and run it once: model, inputs, state,
+    outputs, counted FLOPs. Any failure of the module's code (``.item()`` on a meta tensor, ...) is
+    refused in one line."""
+    import torch
+
     try:
         module = import_file(path.resolve(), module_name("_solbench_kernelbench_", path.resolve()))
         model, inputs = _meta_model(module)
+        state = dict(model.named_parameters()) | dict(model.named_buffers())
+        with torch.device("meta"):
+            out = torch.func.functional_call(model, dict(state), tuple(inputs))
+        flops = _count_flops(model, inputs)
     except FileNotFoundError:
         raise ImportRefused(f"KernelBench module {path} not found") from None
     except Exception as err:  # noqa: BLE001 - the user's module: its failure, in one line
-        raise ImportRefused(f"{path.name}: cannot build Model(*get_init_inputs()) / get_inputs(): "
-                            f"{type(err).__name__}: {err}") from None
-    names = [f"x{i}" for i in range(len(inputs))]
-    state = dict(model.named_parameters()) | dict(model.named_buffers())
-    state_names = {k: "p_" + _slug(k.replace(".", "_")) for k in state}
-    specs = {n: _spec(t) for n, t in zip(names, inputs, strict=True)} | {state_names[k]: _spec(t) for k, t in state.items()}
-    with_state = dict(zip(state, state.values(), strict=True))
-    import torch
+        message = " ".join(str(err).split())[:300]
+        raise ImportRefused(f"{path.name}: cannot build Model(*get_init_inputs()) / get_inputs() and run it on the "
+                            f"meta device: {type(err).__name__}: {message}") from None
+    return model, inputs, state, out if isinstance(out, tuple) else (out,), flops
 
-    with torch.device("meta"):
-        out = torch.func.functional_call(model, with_state, tuple(inputs))
-    outs = out if isinstance(out, tuple) else (out,)
-    flops, notes = _count_flops(model, inputs), []
+
+def _identifiers(names: list[str], prefix: str, taken: set[str]) -> dict[str, str]:
+    """A distinct Python identifier for each name (``prefix`` + its letters, digits and _)."""
+    out = {}
+    for name in names:
+        ident = prefix + re.sub(r"\W", "_", name, flags=re.ASCII)
+        while ident in taken:
+            ident += "_"
+        taken.add(ident)
+        out[name] = ident
+    return out
+
+
+def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
+    """Write ``out_dir/problem.yaml``, ``reference.py`` and the module's copy; return the file and notes."""
+    model, inputs, state, outs, flops = _run_module(path)
+    names = [f"x{i}" for i in range(len(inputs))]
+    state_names = _identifiers(list(state), "p_", set(names))
+    specs = {n: _spec(t) for n, t in zip(names, inputs, strict=True)} | {state_names[k]: _spec(t) for k, t in state.items()}
+    notes = []
     if flops == 0:
         notes.append("FlopCounterMode counts no FLOPs in this module (elementwise or data movement): "
                      "flops is 0 until you write a formula; review it")

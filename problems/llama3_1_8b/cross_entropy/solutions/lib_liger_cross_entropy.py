@@ -11,6 +11,7 @@ INCORRECT (docs/kernels.md, "Library baselines").
 import torch
 from liger_kernel.transformers.functional import liger_cross_entropy
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

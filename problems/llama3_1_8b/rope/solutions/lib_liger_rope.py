@@ -10,6 +10,7 @@ of this baseline's time (the issue's "copying"). cos and sin [tokens, head_dim] 
 import torch
 from liger_kernel.ops.rope import LigerRopeFunction
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

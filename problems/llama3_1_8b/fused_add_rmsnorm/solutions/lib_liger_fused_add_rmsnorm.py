@@ -8,6 +8,7 @@ Offset 0 and Llama casting (the inverse RMS in float32, the weight applied after
 import torch
 from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

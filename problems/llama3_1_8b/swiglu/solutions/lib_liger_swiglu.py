@@ -8,6 +8,7 @@ the second half of the last axis of one tensor: this problem's [gate | up] layou
 import torch
 from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

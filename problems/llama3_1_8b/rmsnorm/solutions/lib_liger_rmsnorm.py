@@ -3,6 +3,7 @@
 import torch
 from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 
+BASELINE = "liger-kernel"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["liger_kernel"]  # read by solbench (never imported) to skip this file when it is not installed
 
 

@@ -1,0 +1,11 @@
+"""PyTorch's scaled_dot_product_attention, flash backend only (full attention): a library baseline."""
+
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BASELINE = "torch"  # read by solbench (never imported): the record names the library and its version
+
+
+def run(q, k, v):
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v)

@@ -1,0 +1,15 @@
+"""PyTorch's scaled_dot_product_attention, efficient backend only (causal, GQA): a library baseline."""
+
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BASELINE = "torch"  # read by solbench (never imported): the record names the library and its version
+REQUIRES = ["device:cuda"]  # read by solbench (never imported): skipped where the backend cannot run
+
+
+def run(q, k, v):
+    # [B, S, H, D] -> [B, H, S, D] views; the backend is forced, never a silent fallback to another
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=True, enable_gqa=True)
+    return out.transpose(1, 2)
