@@ -185,6 +185,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--smallest-only", action="store_true", help="each problem's smallest workload (quick checks)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--in-flight", type=int, default=0, help="lanes at once in the plain run (0: by core count)")
+    ap.add_argument("--gate-batch", type=int, default=None,
+                    help="timings gathered before untimed work is held back (default: the engine's)")
+    ap.add_argument("--gate-delay", type=float, default=None, help="the longest a timing waits for its batch, s")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
@@ -212,6 +215,10 @@ def main() -> None:
     print(f"{len(plan)} problems, {sum(len(i.workloads) * len(i.candidates) for i in plan)} records planned", flush=True)
     if plain:
         tally.runner = runner = Runner(options, records, tally)
+        if args.gate_batch is not None or args.gate_delay is not None:
+            runner.gate = DeviceGate(batch=args.gate_batch or runner.gate.batch,
+                                     max_delay_s=runner.gate.max_delay_s if args.gate_delay is None else args.gate_delay)
+        meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s}
         meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id}
         runner.run(plan)
         complete = len(tally.rows) == meta.get("records_planned")

@@ -25,6 +25,8 @@ class HarnessPhases(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     memory_wait_s: float = Field(0.0, description="waiting for device memory held by other records in flight")
+    memory_retry_s: float = Field(0.0, description="a first try that ran out of device memory beside other records "
+                                                   "in flight (then it ran again alone)")
     cases_s: float = Field(0.0, description="the inputs and reference outputs (made, or awaited from the other "
                                             "candidate's lane that makes them: once per problem, workload and seed)")
     worker_wait_s: float = Field(0.0, description="waiting for the worker to be up (what starting it ahead did not hide)")
@@ -55,8 +57,8 @@ def phase_total(harness: dict[str, Any]) -> float:
 class Ledger:
     """One record's phases, charged as they happen (thread-safe: the gate charges waits from any thread)."""
 
-    def __init__(self) -> None:
-        self.start = time.monotonic()
+    def __init__(self, start: float | None = None) -> None:
+        self.start = time.monotonic() if start is None else start
         self.phases: dict[str, float] = {}
         self.waited = 0.0
         self._lock = threading.Lock()

@@ -24,8 +24,16 @@ from solbench.worker.candidate import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
+CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
 RECORD_FIXED_BYTES = 1 << 30  # a worker's context and allocator slack, per record in flight
 MAX_IN_FLIGHT = 8
+MAX_IN_FLIGHT_CUDA = 12
+TIMING_BATCH_DELAY_S = 1.0  # the longest a timing waits for its batch (solbench.engine.gate) to fill
+
+
+def timing_batch(in_flight: int) -> int:
+    """Timings the gate gathers before it holds untimed work back: half the lanes in flight."""
+    return max(1, in_flight // 2)
 
 
 @dataclass
@@ -38,7 +46,10 @@ class Lane:
 
 
 def default_in_flight(device: str, cores: int) -> int:
-    """Lanes at once: half the cores (their workers import, compile and check on them), 1 to 8."""
+    """Lanes at once: half the cores (their workers import, compile and check on them), 1 to 8;
+    on CUDA three quarters (their workers mostly wait on the device or for their timing), up to 12."""
+    if device.startswith("cuda"):
+        return max(1, min(MAX_IN_FLIGHT_CUDA, cores * 3 // 4))
     return max(1, min(MAX_IN_FLIGHT, cores // 2))
 
 
@@ -50,21 +61,31 @@ def record_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
 
 class MemoryGate:
     """Bytes of device memory reserved by the records in flight; a record that would overflow the
-    budget waits (one alone is always let in, whatever its size: it is checked against what is free)."""
+    budget waits (one alone is always let in, whatever its size: it is checked against what is free).
+    ``alone``: the whole budget, once every other reservation is gone (a record that ran out of
+    memory beside others runs again so); while one waits for it, no other is let in."""
 
     def __init__(self, budget: int):
         self.budget = budget
         self.held = 0
+        self._alone_waiting = 0
         self._cond = threading.Condition()
 
-    def acquire(self, nbytes: int, ledger: Ledger | None = None) -> None:
+    def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False) -> int:
+        """Reserve ``nbytes`` (``alone``: the whole budget); returns what was reserved, for :meth:`release`."""
         began = time.monotonic()
+        nbytes = max(nbytes, self.budget) if alone else nbytes
         with self._cond:
-            while self.held and self.held + nbytes > self.budget:
-                self._cond.wait()
+            self._alone_waiting += alone
+            try:
+                while self.held and (self.held + nbytes > self.budget or (self._alone_waiting and not alone)):
+                    self._cond.wait()
+            finally:
+                self._alone_waiting -= alone
             self.held += nbytes
         if ledger is not None:
             ledger.wait("memory_wait_s", time.monotonic() - began)
+        return nbytes
 
     def release(self, nbytes: int) -> None:
         with self._cond:
@@ -89,16 +110,22 @@ class _Entry:
     done: threading.Event = field(default_factory=threading.Event)
     value: Any = None
     error: BaseException | None = None
+    nbytes: int = 0
 
 
 class CasesCache:
     """What a (problem, workload) needs (inputs, reference outputs, roofline point), made once for
-    the lanes that expect it and dropped when the last of them has taken it."""
+    the lanes that expect it and dropped when the last of them has taken it.
 
-    def __init__(self) -> None:
+    Kept for the later lanes only within ``cap_bytes`` (``size(value)`` each): past it a later lane
+    makes its own (the same values: the seeds are the run's). A lane waiting for one being made
+    takes it either way. One that failed is not kept: the next lane to ask makes it again."""
+
+    def __init__(self, cap_bytes: int = 1 << 62, size: Callable[[Any], int] = lambda value: 0) -> None:
         self._lock = threading.Lock()
         self._expected: dict[tuple[str, str], int] = {}
         self._entries: dict[tuple[str, str], _Entry] = {}
+        self.cap_bytes, self._size, self.kept_bytes = cap_bytes, size, 0
 
     def expect(self, lanes: list[Lane]) -> None:
         """Count the lanes that will take each (problem, workload)."""
@@ -119,8 +146,10 @@ class CasesCache:
         if mine:
             try:
                 entry.value = make()
+                self._keep(key, entry)
             except BaseException as err:
                 entry.error = err
+                self._forget(key, entry)
                 raise
             finally:
                 entry.done.set()
@@ -147,11 +176,28 @@ class CasesCache:
                     continue
             self._drop(key, entry)
 
+    def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
+        """Count a new value against the cap, or forget it (later lanes make their own)."""
+        nbytes = self._size(entry.value) if entry.remaining > 1 else 0
+        with self._lock:
+            if self.kept_bytes + nbytes <= self.cap_bytes:
+                entry.nbytes = nbytes
+                self.kept_bytes += nbytes
+                return
+        self._forget(key, entry)
+
+    def _forget(self, key: tuple[str, str], entry: _Entry) -> None:
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+                self.kept_bytes -= entry.nbytes
+
     def _drop(self, key: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
             entry.remaining -= 1
             if entry.remaining <= 0 and self._entries.get(key) is entry:
                 del self._entries[key]
+                self.kept_bytes -= entry.nbytes
 
     def __len__(self) -> int:
         return len(self._entries)

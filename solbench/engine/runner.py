@@ -23,7 +23,10 @@ their guards, and every record is flagged ``guards-off``.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,8 @@ from solbench.engine.identity import RunIdentity
 from solbench.engine.ledger import Ledger
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
 from solbench.engine.pipeline import (
+    CACHE_SHARE,
+    TIMING_BATCH_DELAY_S,
     CasesCache,
     Lane,
     MemoryGate,
@@ -50,8 +55,10 @@ from solbench.engine.pipeline import (
     memory_budget,
     record_bytes,
     run_lanes,
+    timing_batch,
 )
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
+from solbench.errors import ProblemError
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
 from solbench.worker.candidate import CandidateFile
@@ -135,10 +142,12 @@ class Runner:
         self.account = resolve_account(self.options.worker_user)  # None: workers keep this user
         # device: each worker gets a GPU pool shared with it alone (solbench.worker.devwire); else memfd.
         self.transport, self.transport_note = resolve_transport(self.options)
-        self.gate = DeviceGate()  # every request of every lane holds it: timing windows alone
-        self.memory = MemoryGate(memory_budget(self.options.device))
-        self.cases = CasesCache()
         self.in_flight = self.options.in_flight or default_in_flight(self.options.device, cpu_count())
+        # Every request of every lane holds it: timing windows alone, in batches of half the lanes.
+        self.gate = DeviceGate(batch=timing_batch(self.in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
+        budget = memory_budget(self.options.device)
+        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)))
+        self.cases = CasesCache(int(budget * CACHE_SHARE), size=_cases_bytes)
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
         self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
@@ -189,6 +198,7 @@ class Runner:
 
     def _run_lanes(self, lanes: list[Lane], upcoming: list[Lane] = ()) -> None:
         self.cases.expect(lanes)
+        self.gate.pause = self._pause_others
         stop = self._stop = threading.Event()
         queue = [*lanes, *upcoming]
         try:
@@ -221,21 +231,44 @@ class Runner:
                 self._active.pop(id(slot), None)
 
     def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload) -> None:
-        ledger = Ledger()
-        slot.ledger, slot.owner = ledger, f"{problem.name}/{workload.name}/{slot.candidate.name}"
+        """One record. One that ran out of device memory beside others runs again alone (the
+        memory held by the records in flight is an estimate; running out is not the candidate's doing)."""
+        slot.owner = f"{problem.name}/{workload.name}/{slot.candidate.name}"
         with self._lock:
             self.progress.task(problem.name, workload.name, slot.candidate.name)
-        need = record_bytes(problem, workload, self.options.rounds)
-        self.memory.acquire(need, ledger)
+        ledger = Ledger()
+        record = self._attempt(slot, problem, workload, ledger, alone=False)
+        if record is None:
+            spent = ledger.wall()
+            ledger = Ledger(start=ledger.start)
+            ledger.wait("memory_retry_s", spent)
+            record = self._attempt(slot, problem, workload, ledger, alone=True)
+        assert record is not None
+        self._emit(record, ledger)
+
+    def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
+                 alone: bool) -> ResultRecord | None:
+        """The record, or None when it ran out of device memory beside other records (retry alone)."""
+        slot.ledger = ledger
+        held = self.memory.acquire(record_bytes(problem, workload, self.options.rounds), ledger, alone=alone)
         try:
             with ledger.phase("cases_s"):
                 # The same seeds for every candidate: all of them see the same inputs, made once.
                 cases, roof = self.cases.take(problem, workload, lambda: self._make_cases(problem, workload, ledger))
             record = self._run_one(slot, cases, roof)
-            del cases
-            self._emit(record, ledger)
+        except (ProblemError, RuntimeError, MemoryError) as err:
+            if alone or not _out_of_memory(str(err)):
+                raise
+            slot.retire()
+            return None
         finally:
-            self.memory.release(need)
+            self.memory.release(held)
+            with ledger.phase("verdict_s"):
+                self._free_device_memory(slot.owner, ledger)
+        if not alone and record.status != Status.PASSED and _out_of_memory(record.reason or ""):
+            slot.retire()
+            return None
+        return record
 
     def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
         """The workload's inputs and reference outputs, and its roofline point (a cost hook counts the
@@ -295,6 +328,19 @@ class Runner:
             gone = [self._prestarted.pop(k) for k in [k for k in self._prestarted if k not in keep]]
         for slot in gone:
             slot.retire()
+
+    def _pause_others(self, timed: int | None) -> Callable[[], None]:
+        """Stop every worker of the run but the timed one (``timed``: its pid), each with all it
+        started (its process group); the function returned starts them again."""
+        with self._lock:
+            slots = [*self._active.values(), *self._prestarted.values()]
+        groups = [p.pid for s in slots for p in [s.client.proc if s.client is not None else None]
+                  if p is not None and p.pid != timed and p.poll() is None]
+        stopped = [g for g in groups if _signal_group(g, signal.SIGSTOP)]
+        deadline = time.monotonic() + STOP_WAIT_S
+        for pid in stopped:  # a stop signal takes effect when the process is next scheduled: wait for it
+            _wait_stopped(pid, deadline)
+        return lambda: [_signal_group(g, signal.SIGCONT) for g in stopped] and None
 
     def _retire_active(self) -> None:
         with self._lock:
@@ -357,7 +403,6 @@ class Runner:
             slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
         for hook in self.hooks:
             hook(record, context)
-        self._free_device_memory(slot.owner, slot.ledger)
         return record
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
@@ -385,10 +430,44 @@ class Runner:
                 torch.cuda.empty_cache()
 
 
+STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
+
+
 def lanes_of(plan: list[PlanItem]) -> list[Lane]:
     """The plan's lanes: per item, one per candidate, in the plan's order (a problem's candidates
     side by side, so they share its inputs and reference outputs while both are in flight)."""
     return [Lane(item.problem, list(item.workloads), c) for item in plan for c in item.candidates]
+
+
+def _cases_bytes(value: tuple[WorkloadCases, RooflinePoint]) -> int:
+    """The parent's bytes of a workload's inputs and reference outputs (rounds and timing sets)."""
+    return sum(c.tensor_bytes() for c in [*value[0].rounds, *value[0].sets])
+
+
+def _out_of_memory(text: str) -> bool:
+    return "out of memory" in text.lower()
+
+
+def _wait_stopped(pid: int, deadline: float) -> None:
+    """Wait (until ``deadline``) for process ``pid`` to be stopped (or gone), as /proc tells."""
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in (b"T", b"t", b"Z", b"X"):
+            return
+        time.sleep(0.0005)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Signal a worker's process group (its session: it and all it started); False if it is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def _key(lane: Lane) -> tuple[str, str]:
