@@ -400,7 +400,8 @@ def profile_problems(
     match, e.g. ``("torch_eager", "triton_*")``; problems left with none are skipped."""
     from solbench.engine.profiling import ProfileSettings, ProfilingRunner, find_ncu, ncu_version
 
-    options = resolve_options(options, **settings)
+    # One lane at a time: the pass under ncu runs beside no other request (it replays the kernels).
+    options = resolve_options(options, **{**settings, "in_flight": 1})
     plan = plan_run(problems, solutions, workloads=workloads, log=log)
     if not workloads and not all_workloads:
         for item in plan:

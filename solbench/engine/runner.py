@@ -213,6 +213,8 @@ class Runner:
 
     def _run_lane(self, lane: Lane, stop: threading.Event) -> None:
         """One candidate over its workloads on one worker (a fresh one after any failure)."""
+        if self.options.device.startswith("cuda"):
+            self._use_device()  # this thread's current device: the run's
         slot = self._slot(lane.candidate, lane.problem)
         slot.gate = self.gate
         with self._lock:
