@@ -5,6 +5,13 @@ events for comparison; and the same candidate timed in two processes.
     python benchmarks/timing_fidelity.py                  # CUDA if present, else a CPU smoke run
     python benchmarks/timing_fidelity.py --device cpu --quick
     python benchmarks/timing_fidelity.py --out results/timing_fidelity_h200_sxm.json
+    python benchmarks/timing_fidelity.py --compare --out results/h200/timing_adaptive.json
+
+``--compare``: each case timed by the former settings (``BEFORE``: 50 ms of warm-up, a 256 MiB flush,
+up to 2000 samples) and by today's defaults, alternately (before, after, before, after, ...), in one
+process; the medians must agree within 1% while the device time of a timing drops. Each timing's
+cost is recorded: samples, warm-up calls and seconds, sampling seconds, flush bytes, wall time.
+The medians of the committed previous run (``--previous``) are listed beside them.
 
 Goals (issue 13): error <= 2% for kernels >= 10 us, <= 5% from 2 to 10 us (15% below, issue 5's);
 the same memory-bound candidate (>= 50 us) in two processes within 1%.
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +41,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from solbench.timing import TimingConfig, time_calls  # noqa: E402
+from solbench.timing.config import MIN_FLUSH_BYTES  # noqa: E402
 
 Case = tuple[Callable[[int], Any], int, dict]  # fn(i), n_sets, meta (expected output builder etc.)
 TWO_PROCESS_CASE = "add_256MiB"
@@ -261,6 +270,124 @@ def _fmt(x: float | None, scale: float, unit: str, width: int) -> str:
     return f"{'-':>{width}s}" if x is None else f"{x * scale:{width - len(unit)}.2f}{unit}"
 
 
+def before_config(device: str, budget_s: float) -> TimingConfig:
+    """The settings before the adaptive timing: warm-up 50 ms whatever the calls do, a flush of
+    max(2 x L2, 256 MiB), a ceiling of 2000 samples (the CI target and floor were the same)."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else 0
+    factor = max(2.0, MIN_FLUSH_BYTES / l2) if l2 else 2.0
+    return TimingConfig(device=device, budget_s=budget_s, warmup_s=0.05, warmup_min_s=0.05, max_samples=2000,
+                        flush_l2_factor=factor)
+
+
+def _cost(res: Any, wall_s: float) -> dict:
+    """What one timing cost: the figures a record keeps about it."""
+    d = res.details
+    return {"median_s": res.median_s, "n": res.n, "warmup_calls": res.warmup_calls, "warmup_s": d.get("warmup_s"),
+            "sampling_s": d.get("sampling_s"), "flush_bytes": res.flush_bytes, "wall_s": wall_s,
+            "stop_reason": res.stop_reason, "ci95_rel": res.as_dict()["ci95_rel"], "traces": d.get("cupti_traces"),
+            "flags": list(res.flags)}
+
+
+def _side(runs: list[dict]) -> dict:
+    """Several timings of one setting: the median of their medians, and of each cost."""
+    med = lambda key: statistics.median(r[key] for r in runs if r.get(key) is not None)  # noqa: E731
+    return {"median_s": med("median_s"), "medians_s": [r["median_s"] for r in runs], "n": med("n"),
+            "warmup_calls": med("warmup_calls"), "warmup_s": med("warmup_s"), "sampling_s": med("sampling_s"),
+            "wall_s": med("wall_s"), "flush_bytes": runs[0]["flush_bytes"], "runs": runs}
+
+
+def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: float, repeats: int,
+                 flush_l2_factor: float | None = None) -> dict:
+    """One case timed alternately by the former settings and today's; medians and costs of both."""
+    fn, n_sets, meta = build()
+    after = TimingConfig(device=device, budget_s=budget_s, **({"flush_l2_factor": flush_l2_factor} if flush_l2_factor else {}))
+    configs = {"before": before_config(device, budget_s), "after": after}
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    fn(0)
+    for _ in range(repeats):
+        for side, config in configs.items():
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            res, _ = time_calls(fn, n_sets, config)
+            runs[side].append(_cost(res, time.perf_counter() - t0))
+    before, after = _side(runs["before"]), _side(runs["after"])
+    rel = (after["median_s"] - before["median_s"]) / before["median_s"]
+    row = {"case": name, "before": before, "after": after, "rel_diff": rel,
+           "wall_ratio": after["wall_s"] / before["wall_s"] if before["wall_s"] else None}
+    if meta.get("expected_flags"):
+        row["note"] = "not a fidelity case (flagged)"
+    elif device == "cuda":  # the goal is about GPU kernels; on the CPU the table is informational
+        row["goal"] = 0.01
+        row["pass"] = abs(rel) <= 0.01
+    if device == "cuda":
+        del fn, meta
+        torch.cuda.empty_cache()
+    return row
+
+
+def _previous_medians(path: Path | None) -> dict[str, float]:
+    if path is None or not path.is_file():
+        return {}
+    doc = json.loads(path.read_text())
+    return {c["case"]: c["median_s"] for c in doc.get("cases", []) if c.get("median_s")}
+
+
+def print_compare(rows: list[dict], previous: dict[str, float]) -> None:
+    print(f"{'case':24s} {'before':>10s} {'after':>10s} {'diff':>7s} {'prev':>10s} {'n b/a':>9s} {'warm b/a':>9s} "
+          f"{'warm ms b/a':>12s} {'wall ms b/a':>13s} {'flush MiB b/a':>14s} ok")
+    for r in rows:
+        b, a = r["before"], r["after"]
+        ok = "-" if "pass" not in r else "yes" if r["pass"] else "NO"
+        print(f"{r['case']:24s} {_fmt(b['median_s'], 1e6, 'us', 10)} {_fmt(a['median_s'], 1e6, 'us', 10)} "
+              f"{r['rel_diff'] * 100:+6.2f}% {_fmt(previous.get(r['case']), 1e6, 'us', 10)} "
+              f"{b['n']:>4.0f}/{a['n']:<4.0f} {b['warmup_calls']:>4.0f}/{a['warmup_calls']:<4.0f} "
+              f"{b['warmup_s'] * 1e3:>5.1f}/{a['warmup_s'] * 1e3:<6.1f} {b['wall_s'] * 1e3:>6.1f}/{a['wall_s'] * 1e3:<6.1f} "
+              f"{b['flush_bytes'] / 2**20:>6.0f}/{a['flush_bytes'] / 2**20:<7.0f} {ok}")
+
+
+def run_compare(args: argparse.Namespace, cases: dict[str, Callable[[], Case]], budget: float) -> dict:
+    """--compare: before/after rows over the cases, written after each case (a time box may cut the run)."""
+    previous = _previous_medians(args.previous)
+    rows = []
+    doc: dict[str, Any] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                           "torch": str(torch.__version__), "budget_s": budget, "repeats": args.repeats,
+                           "before_settings": {k: v for k, v in vars(before_config(args.device, budget)).items()
+                                               if k in ("warmup_s", "warmup_min_s", "max_samples", "flush_l2_factor")},
+                           "after_settings": {k: v for k, v in vars(TimingConfig()).items()
+                                              if k in ("warmup_s", "warmup_min_s", "warmup_stable_rel", "min_samples",
+                                                       "max_samples", "target_rel_ci", "flush_l2_factor")},
+                           "previous": str(args.previous) if args.previous else None, "cases": rows}
+    t0 = time.monotonic()
+    for name in args.case or list(cases):
+        if args.time_box and time.monotonic() - t0 > args.time_box:
+            doc["stopped"] = f"time box of {args.time_box:g} s reached before {name}"
+            break
+        try:
+            rows.append(compare_case(name, cases[name], args.device, budget, args.repeats, args.flush_l2_factor))
+        except Exception as err:  # noqa: BLE001 - report and carry on with the other cases
+            rows.append({"case": name, "error": f"{type(err).__name__}: {str(err)[:300]}"})
+        for r in rows[-1:]:
+            r["previous_median_s"] = previous.get(name)
+        _summarize(doc)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    print_compare([r for r in rows if "before" in r], previous)
+    print(f"wrote {args.out} ({time.monotonic() - t0:.0f} s): {doc['summary']}")
+    return doc
+
+
+def _summarize(doc: dict) -> None:
+    rows = [r for r in doc["cases"] if "before" in r]
+    fidelity = [r for r in rows if "pass" in r]
+    wall = [r["wall_ratio"] for r in rows if r.get("wall_ratio")]
+    doc["summary"] = {"cases": len(rows), "fidelity_cases": len(fidelity), "within_1pct": sum(r["pass"] for r in fidelity),
+                      "max_abs_rel_diff": max((abs(r["rel_diff"]) for r in fidelity), default=None),
+                      "median_wall_ratio": statistics.median(wall) if wall else None,
+                      "before_wall_s": sum(r["before"]["wall_s"] for r in rows),
+                      "after_wall_s": sum(r["after"]["wall_s"] for r in rows)}
+
+
 def print_table(rows: list[dict], device: str) -> None:
     ref = "CUPTI span" if device == "cuda" else "blocked ref"
     print(f"{'case':24s} {'method':7s} {ref:>12s} {'solbench':>12s} {'err':>8s} {'events':>12s} "
@@ -284,10 +411,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", help="run only these cases")
     ap.add_argument("--single", help=argparse.SUPPRESS)  # child of the two-process check
     ap.add_argument("--no-two-process", action="store_true")
+    ap.add_argument("--compare", action="store_true", help="the former settings against today's, per case: medians "
+                                                           "(within 1%%) and what each timing cost")
+    ap.add_argument("--repeats", type=int, default=2, help="--compare: timings per setting and case, alternated")
+    ap.add_argument("--previous", type=Path, default=ROOT / "results" / "h200" / "timing_fidelity_2026-12-01_session2.json",
+                    help="--compare: a committed fidelity run whose medians are listed beside")
+    ap.add_argument("--time-box", type=float, default=0.0, help="--compare: start no case after this many seconds")
+    ap.add_argument("--flush-l2-factor", type=float, default=None, help="--compare: today's settings with this flush "
+                                                                        "(x L2) instead of the default")
     args = ap.parse_args(argv)
     # 0.5 s per method and case keeps the full CUDA run near a minute (most cases stop on the CI first).
     budget = args.budget or (0.5 if not args.quick else 0.2 if args.device == "cuda" else 0.05)
     cases = cuda_cases(args.quick) if args.device == "cuda" else cpu_cases(args.quick)
+    if args.compare:
+        args.out = args.out or ROOT / "results" / f"timing_adaptive_{args.device}.json"
+        run_compare(args, cases, budget)
+        return 0
     if args.single:
         fn, n_sets, _ = (cases | cuda_cases(False) if args.device == "cuda" else cases)[args.single]()
         res, _ = time_calls(fn, n_sets, TimingConfig(device=args.device, budget_s=budget))

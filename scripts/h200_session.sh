@@ -26,8 +26,27 @@ step() {
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
 }
 
+# `verify`: every GPU check of this round's issues; on the lent machine (10 minutes a call) as its
+# two halves, `verify_a` (scale and timing: ~9 min) and `verify_b` (trust, profiles, service: ~9 min).
+VERIFY_A="env throughput fidelity baselines"  # the library pass covers every workload of every shipped eager
+VERIFY_B="adversarial_gpu evidence profile_throughput serve"
+STEPS=()
 for s in "$@"; do
   case $s in
+    verify) STEPS+=($VERIFY_A $VERIFY_B) ;;
+    verify_a) STEPS+=($VERIFY_A) ;;
+    verify_b) STEPS+=($VERIFY_B) ;;
+    *) STEPS+=("$s") ;;
+  esac
+done
+
+for s in "${STEPS[@]}"; do
+  case $s in
+    baselines)
+      # issue 29: every library baseline (lib_*.py: PyTorch's SDPA backends, flex_attention, _grouped_mm,
+      # _scaled_mm; Liger where carried) at each problem's smallest and largest workload
+      step baselines timeout ${BASELINES_TIMEOUT:-150} python3 scripts/run_library.py -o "results/h200/baselines_$STAMP.jsonl" \
+        --include 'lib_*' --extremes --budget 0.2 --timeout 60 ;;
     env)
       step env bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv;
         python3 -c "import torch, triton, sys; print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name())";

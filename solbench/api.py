@@ -14,6 +14,7 @@ functions.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,10 +58,23 @@ DEMO_CPU_BUDGET_S = 0.1
 
 
 def default_output(kind: str = "runs") -> Path:
-    """``results/runs/<date>.jsonl`` (or ``results/demo/<timestamp>.jsonl``) under the current folder."""
+    """``results/runs/<date>.jsonl`` under the current folder; a demo's ``<timestamp>.jsonl`` goes to
+    :func:`demo_home`, never beside a checkout's published results."""
     now = datetime.now(timezone.utc)
+    if kind == "demo":
+        return demo_home() / f"{now.strftime('%Y-%m-%dT%H%M%SZ')}.jsonl"
     stamp = now.strftime("%Y-%m-%d") if kind == "runs" else now.strftime("%Y-%m-%dT%H%M%SZ")
     return Path("results") / kind / f"{stamp}.jsonl"
+
+
+def demo_home() -> Path:
+    """Where demos write by default: ``$SOLBENCH_HOME/demo``, else ``$XDG_DATA_HOME/solbench/demo``
+    (``~/.local/share/solbench/demo``)."""
+    home = os.environ.get("SOLBENCH_HOME")
+    if home:
+        return Path(home) / "demo"
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "solbench" / "demo"
 
 
 @dataclass
@@ -297,22 +311,24 @@ def demo_problems(problems_dir: Path | None = None, limit: int = DEMO_MAX_PROBLE
     return found[:limit], missing
 
 
-DEMO_CPU_SPEC = "cpu_measured.yaml"
+DEMO_CPU_SPEC = "cpu.yaml"  # its id: cpu_<host>_<time> (unique: never ranked with another roof)
 
 
-def demo_cpu_spec(folder: Path, log: Callable[[str], None]) -> tuple[Path, str]:
+def demo_cpu_spec(folder: Path, log: Callable[[str], None], dtypes: Sequence[str] = ("float32",)) -> tuple[Path, str]:
     """Measure this CPU's ceilings (``solbench calibrate --quick``) into ``folder``; the spec's path
-    and a note saying what the demo is scored against. A built-in estimate would put every SOL near
-    0.001: it bounds what any CPU could do, not what this one does."""
+    and a note saying what the demo is scored against (the roof of each of ``dtypes``, the compute
+    dtypes of its problems). A built-in estimate would put every SOL near 0.001: it bounds what any
+    CPU could do, not what this one does."""
     from solbench.engine.calibrate import calibrate
     from solbench.units import si
 
     log("measuring this CPU's ceilings first (matmul and memory bandwidth, a few seconds), to score against")
     spec, path = calibrate("cpu", folder / DEMO_CPU_SPEC, quick=True, log=lambda line: None)
-    peak = max(spec.peak_flops.values())
-    return path, (f"CPU demo: SOL is against this CPU's measured ceilings ({si(spec.memory_bandwidth, 'B/s')} memory, "
-                  f"{si(peak, 'FLOP/s')} best matmul; {path}), not a datasheet: 1.0 = as fast as its best copy or "
-                  "matmul")
+    slow = spec.measured.model_dump().get("no_fast_path", {}) if spec.measured else {}
+    roofs = ", ".join(f"{d} {si(spec.peak(d), 'FLOP/s')}" + (" (no fast path: the float32 rate)" if d in slow else "")
+                      for d in sorted(set(dtypes)))
+    return path, (f"CPU demo: SOL is against this CPU's measured ceilings ({spec.id}: {si(spec.memory_bandwidth, 'B/s')} "
+                  f"memory, matmul {roofs}; {path}), not a datasheet: 1.0 = as fast as its best copy or matmul")
 
 
 def demo(
@@ -352,7 +368,8 @@ def demo(
     if cpu and "budget_s" not in options.model_fields_set:
         options = resolve_options(options, budget_s=DEMO_CPU_BUDGET_S)
     if cpu and options.gpu is None:
-        spec_path, note = demo_cpu_spec(out.with_suffix(""), log or (lambda line: None))
+        spec_path, note = demo_cpu_spec(out.with_suffix(""), log or (lambda line: None),
+                                        [item.problem.compute_dtype for item in plan])
         options = resolve_options(options, gpu=str(spec_path))
         notes.append(note)
     run = run_plan(plan, options, out, progress)

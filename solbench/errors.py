@@ -56,3 +56,7 @@ def validation_lines(err: Any, schema: str) -> list[str]:
             msg = "required key is missing"
         lines.append(f"{loc}: {msg}")
     return lines
+
+
+# What Ctrl-C prints (the command line's entry point and its app say it alike), then exit 130.
+INTERRUPTED = "interrupted (Ctrl-C): records already made stay in the results file"

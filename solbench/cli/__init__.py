@@ -6,7 +6,7 @@ imported; importing this package registers them all.
 
 from __future__ import annotations
 
-from solbench.cli import calibrate, compare, engine, foundation, interop, model, present, profile  # noqa: F401  (registration)
+from solbench.cli import calibrate, compare, engine, foundation, interop, model, present, profile, serve  # noqa: F401  (registration)
 from solbench.cli._app import app, main
 
 __all__ = ["app", "main"]

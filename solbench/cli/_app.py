@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
 from solbench._version import __version__
-from solbench.errors import SolbenchError
+from solbench.errors import INTERRUPTED, SolbenchError
 
 # Help shows a word for what an option takes, never a Python type (typer's default is <list[Path]>).
 _WORDS = {int: "N", float: "NUMBER", str: "TEXT", bool: ""}
@@ -89,14 +89,26 @@ def _options(
     """Score GPU kernels against the hardware's speed of light."""
 
 
+ERROR_CHARS = 2000  # an error quotes problem code's messages (a hook's may be megabytes): cut there
+
+
+def interrupted() -> NoReturn:
+    """Ctrl-C: one line on standard error, exit 130."""
+    typer.secho(INTERRUPTED, err=True)  # the entry point's line: one wording
+    sys.exit(130)
+
+
 def main() -> None:
     try:
         app(standalone_mode=True)
     except SolbenchError as err:  # its text may quote a file or a candidate: cleaned of control characters
         from solbench.cli._common import safe_text
 
-        typer.secho(f"error: {safe_text(err)}", err=True, fg="red")
+        typer.secho(f"error: {safe_text(err, ERROR_CHARS)}", err=True, fg="red")
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.secho("interrupted (Ctrl-C): records already made stay in the results file", err=True)
-        sys.exit(130)
+        interrupted()
+    except SystemExit as done:
+        if done.code == 130:  # typer turns a KeyboardInterrupt into a silent Exit(130)
+            interrupted()
+        raise

@@ -9,9 +9,12 @@ rich markup is escaped with :func:`plain` first, so it cannot open a ``[link=...
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Iterable
 from enum import Enum
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -31,6 +34,21 @@ class ListFormat(str, Enum):
     json = "json"
 
 
+def json_text(data: Any) -> str:
+    """Indented JSON that any parser reads: a non-finite float (an intensity of x/0) becomes null, not
+    the ``Infinity`` or ``NaN`` that strict JSON has no word for."""
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(data), indent=2, allow_nan=False, default=str)
+
+
 class SafeConsole(Console):
     """A rich Console whose printed text never carries a control character.
 
@@ -44,9 +62,10 @@ class SafeConsole(Console):
         )
 
 
-def safe_text(value: object) -> str:
-    """``value`` as text with its control characters shown as U+FFFD (newlines and tabs kept)."""
-    return clean_text(value)
+def safe_text(value: object, limit: int | None = None) -> str:
+    """``value`` as text with its control characters shown as U+FFFD (newlines and tabs kept), cut
+    after ``limit`` characters."""
+    return clean_text(value, limit)
 
 
 def plain(value: object) -> str:

@@ -39,12 +39,14 @@ def calibrate(
     if as_json:
         typer.echo(json.dumps(spec.model_dump(mode="json"), indent=2))
         return
-    table = Table(title=f"{spec.name}: measured ceilings")
+    table = Table(title=f"{spec.name}: measured ceilings ({spec.id})")
+    cpu = spec.device_type == "cpu"
     table.add_column("roof")
-    table.add_column("burst", justify="right")
-    table.add_column("sustained", justify="right")
+    table.add_column("roof" if cpu else "burst", justify="right")
+    table.add_column("own matmul" if cpu else "sustained", justify="right")
     m = spec.measured.model_dump() if spec.measured else {}
-    sustained = m.get("sustained_peak_flops", {})
+    # on a CPU a dtype without a fast path is roofed at the float32 rate: its own matmul shown beside
+    sustained = m.get("burst_peak_flops" if cpu else "sustained_peak_flops", {})
     for k, v in spec.peak_flops.items():
         s = sustained.get(k)
         unit = "OP/s" if k.startswith("int") else "FLOP/s"

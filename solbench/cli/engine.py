@@ -91,7 +91,8 @@ def progress_line(record: ResultRecord, done: int, total: int, elapsed_s: float)
         f"{record.status}: {one_line(record.reason or '', 160)}")
     left = elapsed_s / done * (total - done) if done and total >= done else None
     when = f"{_clock(elapsed_s)} elapsed" + (f", about {_clock(left)} left" if left is not None and done < total else "")
-    return f"[{done}/{total or '?'}] {record.problem} {record.workload} {record.solution}: {what} ({when})"
+    names = " ".join(one_line(n, 120) for n in (record.problem, record.workload, record.solution))
+    return f"[{done}/{total or '?'}] {names}: {what} ({when})"
 
 
 def _clock(seconds: float) -> str:
@@ -250,7 +251,7 @@ def run(
 def demo(
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda when available)"),
     gpu: str = typer.Option(None, "--gpu", help="spec id or file to score against"),
-    output: Path = typer.Option(None, "-o", "--output", help="JSONL file (default results/demo/<timestamp>.jsonl)"),
+    output: Path = typer.Option(None, "-o", "--output", help="JSONL file (default ~/.local/share/solbench/demo/<timestamp>.jsonl, or under $SOLBENCH_HOME)"),
     problems: Path = typer.Option(None, "--problems", help="folder of problems (default: ./problems)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),

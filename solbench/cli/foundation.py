@@ -10,7 +10,17 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import ListFormat, console, echo, err_console, fmt_time, plain, require_results, si
+from solbench.cli._common import (
+    ListFormat,
+    console,
+    echo,
+    err_console,
+    fmt_time,
+    json_text,
+    plain,
+    require_results,
+    si,
+)
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
@@ -63,7 +73,7 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, probl
     off = [r for r in rows if r.disagrees]
     shown = rows if show_all else off
     if fmt == ListFormat.json:
-        typer.echo(json.dumps([r.as_dict() for r in shown], indent=2))
+        typer.echo(json_text([r.as_dict() for r in shown]))
     elif fmt == ListFormat.markdown:
         echo(markdown_table(shown))
     else:
@@ -116,7 +126,7 @@ def list_problems(
             "path": str(f),
         })
     if fmt == ListFormat.json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_text(rows))
         return
     if fmt == ListFormat.markdown:
         echo(f"| problem | model | op tags | dtypes | workloads | bound on {spec.name} |")
@@ -184,7 +194,7 @@ def sol(
     spec = load_spec(gpu)
     pts = [workload_point(p, workload, spec)] if workload else problem_points(p, spec)
     if as_json:
-        typer.echo(json.dumps([pt.contract_dict() for pt in pts], indent=2))
+        typer.echo(json_text([pt.contract_dict() for pt in pts]))
         return
     table = Table(title=f"{plain(p.name)} on {plain(spec.name)} ({p.compute_dtype} peak {si(spec.peak(p.compute_dtype), 'FLOP/s')}, "
                         f"{si(spec.memory_bandwidth, 'B/s')}, ridge {spec.ridge_point(p.compute_dtype):.0f} FLOP/B)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, plain
+from solbench.cli._common import console, err_console, fmt_time, json_text, plain
 from solbench.cli.present import RESULTS_ARG, _load
 from solbench.units import si, sol_text
 
@@ -34,16 +33,18 @@ def view_table(view: ModelView) -> Table:
     who = ", ".join(view.candidates) if view.candidates else "best of all candidates"
     table = Table(title=f"{plain(view.model)} {plain(sc.name)} on {plain(view.spec.id)} ({plain(who)})",
                   title_justify="left")
-    for col in ("op", "x", "T_ideal", "measured", "SOL", "ideal share", "measured share", "time lost", "candidate"):
+    for col in ("op", "x", "T_ideal", "measured", "SOL", "best known", "ideal share", "measured share", "time lost",
+                "candidate"):
         table.add_column(col, justify="left" if col in ("op", "candidate") else "right", no_wrap=True)
     for r in view.ops.itertuples(index=False):
         table.add_row(plain(r.op), str(r.runs_per_layer), fmt_time(r.t_ideal_s), fmt_time(r.t_measured_s),
-                      sol_text(r.sol), _pct(r.ideal_share), _pct(r.measured_share), fmt_time(r.time_lost_s),
+                      sol_text(r.sol), sol_text(r.best_known_sol), _pct(r.ideal_share), _pct(r.measured_share),
+                      fmt_time(r.time_lost_s),
                       plain(r.candidate) if isinstance(r.candidate, str) else "[yellow]missing[/]")
     lay = view.layer
     lost = lay["t_measured_s"] - lay["t_ideal_s"] if lay["t_measured_s"] else None
     table.add_row("[bold]layer[/]", "", fmt_time(lay["t_ideal_s"]), fmt_time(lay["t_measured_s"]),
-                  sol_text(lay["sol"]), "100%", "100%" if lay["t_measured_s"] else "-", fmt_time(lost), "")
+                  sol_text(lay["sol"]), "", "100%", "100%" if lay["t_measured_s"] else "-", fmt_time(lost), "")
     return table
 
 
@@ -95,7 +96,7 @@ def model(
 
         save(model_figure([view]), chart)
     if as_json:
-        typer.echo(json.dumps(view.as_dict(), indent=2))
+        typer.echo(json_text(view.as_dict()))
     else:
         console.print(view_table(view))
         for line in _summary(view):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from solbench.data.hookvalues import hook_cost
 from solbench.errors import ProblemError
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 COST_SEED = 0
 """The seed of the inputs ``sol`` and ``list`` compute a cost hook's numbers from."""
-_LIMIT = 2**63
 _CACHE: dict[tuple, Cost] = {}
 _CACHE_SIZE = 512
 
@@ -54,26 +54,15 @@ def call_cost(problem: Problem, fn: Callable[..., Any], axes: dict[str, int], in
     try:
         result = fn(dict(axes), dict(inputs))
     except Exception as err:  # noqa: BLE001 - the problem's own code: one line naming it
-        first = str(err).splitlines()[0] if str(err) else ""
+        first = str(err).splitlines()[0][:300] if str(err) else ""  # a hook's message may be megabytes
         hint = (" (it read the values of an input its generator does not make; only generated inputs and "
                 "scalars have values in sol and list)") if "meta" in first.lower() else ""
         raise ProblemError([f"{problem.name}: cost hook {problem.cost} raised {type(err).__name__}: {first}{hint}"]) \
             from None
-    if not isinstance(result, dict) or set(result) != {"flops", "bytes"}:
-        raise ProblemError([f"{problem.name}: cost hook {problem.cost} must return {{'flops': int, 'bytes': int}}, "
-                            f"got {type(result).__name__}"])
-    return Cost(*(_count(problem, key, result[key]) for key in ("flops", "bytes")))
-
-
-def _count(problem: Problem, key: str, value: Any) -> int:
     try:
-        number = int(value)  # a Python int, or a 0-d integer tensor
-    except (TypeError, ValueError, RuntimeError):
-        number = None
-    if number is None or isinstance(value, float) or isinstance(value, bool) or not 0 <= number < _LIMIT:
-        raise ProblemError([f"{problem.name}: cost hook {problem.cost}: {key} = {str(value)[:40]} must be an "
-                            "integer in [0, 2^63)"])
-    return number
+        return Cost(*hook_cost(result))
+    except ValueError as err:
+        raise ProblemError([f"{problem.name}: cost hook {problem.cost}: {err}"]) from None
 
 
 def workload_cost(problem: Problem, axes: dict[str, int], scalars: dict[str, Any] | None = None) -> Cost:

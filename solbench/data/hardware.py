@@ -134,12 +134,13 @@ class HardwareSpec(BaseModel):
         return {level: getattr(self, f) for level, f in LEVEL_FIELDS.items() if getattr(self, f) is not None}
 
 
-def _spec_errors(spec: HardwareSpec) -> list[str]:
+def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     errs = []
     if not _ID_RE.match(spec.id):
         errs.append(f"id: {spec.id!r} must be lower-case letters, digits, _ or -")
-    if spec.path is not None and spec.path.stem != spec.id:
-        errs.append(f"id: {spec.id!r} must equal the file name ({spec.path.stem})")
+    if spec.kind == "datasheet" and not by_path and spec.path is not None and spec.path.stem != spec.id:
+        errs.append(f"id: {spec.id!r} must equal the file name ({spec.path.stem}); a copy given by path "
+                    "(--gpu FILE) may have any name")
     if not spec.dense:
         errs.append("dense: spec files hold dense (non-sparse) peaks only")
     if spec.kind == "datasheet":
@@ -156,11 +157,12 @@ def _spec_errors(spec: HardwareSpec) -> list[str]:
     elif spec.measured is None:
         errs.append("measured: a measured spec says how, when and on what it was measured")
     # Units: bandwidth in bytes/s, peaks in FLOP/s. Catches GB/s and TFLOP/s typed in.
-    if not 1e9 <= spec.memory_bandwidth <= 1e14:
+    low = 1e6 if spec.kind == "measured" else 1e9  # a slow, busy CPU measures what it measures
+    if not low <= spec.memory_bandwidth <= 1e14:
         errs.append(f"memory_bandwidth: {spec.memory_bandwidth:g} B/s is implausible (write bytes/s, e.g. 4.8e12)")
     errs.extend(_level_errors(spec))
     for k, v in spec.peak_flops.items():
-        if not 1e9 <= v <= 1e17:
+        if not low <= v <= 1e17:
             errs.append(f"peak_flops.{k}: {v:g} FLOP/s is implausible (write FLOP/s, e.g. 989.4e12)")
     return errs
 
@@ -182,14 +184,15 @@ def _level_errors(spec: HardwareSpec) -> list[str]:
     return errs
 
 
-def spec_from_dict(data: dict[str, Any], path: Path | None = None) -> HardwareSpec:
-    """Build and fully check a spec from a mapping. Raises SpecError with 'file: key: why' lines."""
-    return checked_model(HardwareSpec, data, path, "spec", SpecError, _spec_errors)
+def spec_from_dict(data: dict[str, Any], path: Path | None = None, by_path: bool = False) -> HardwareSpec:
+    """Build and fully check a spec from a mapping. Raises SpecError with 'file: key: why' lines.
+    ``by_path``: the file was named by the user (``--gpu FILE``), so its name need not be its id."""
+    return checked_model(HardwareSpec, data, path, "spec", SpecError, lambda spec: _spec_errors(spec, by_path))
 
 
-def load_spec_file(path: str | Path) -> HardwareSpec:
+def load_spec_file(path: str | Path, by_path: bool = False) -> HardwareSpec:
     path = Path(path)
-    return spec_from_dict(read_yaml_file(path, SpecError), path)
+    return spec_from_dict(read_yaml_file(path, SpecError), path, by_path)
 
 
 def list_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:
@@ -208,11 +211,14 @@ def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> Har
     if p.suffix in (".yaml", ".yml") or p.is_file():
         if not p.is_file():
             raise SpecError(f"spec file {p} not found")
-        return load_spec_file(p)
+        return load_spec_file(p, by_path=True)
     for d in spec_dirs(spec_dir):
         f = Path(d) / f"{id_or_path}.yaml"
         if f.is_file():
             return load_spec_file(f)
+    for s in _measured_specs(spec_dir):  # a calibrated spec's id need not be its file name
+        if s.id == str(id_or_path):
+            return s
     if str(id_or_path) == "cpu_estimate":
         from solbench.data.cpu_estimate import cpu_estimate_spec
 
@@ -220,6 +226,16 @@ def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> Har
     ids = [s.id for s in list_specs(spec_dir)] + ["cpu_estimate"]
     raise SpecError(f"unknown GPU {str(id_or_path)!r}{did_you_mean(id_or_path, ids)}: pick one of {', '.join(ids)} "
                     "(see `solbench specs`), or pass a spec file path")
+
+
+def load_spec_id(spec_id: str, spec_dir: str | Path | None = None) -> HardwareSpec:
+    """A spec by id only, never by path: for a GPU named in a result record, which anyone may write
+    (a record naming ``/etc/shadow`` must not get it opened, nor quoted in an error)."""
+    if not (isinstance(spec_id, str) and len(spec_id) <= 64 and _ID_RE.match(spec_id)):
+        shown = "".join(c if c.isprintable() else "?" for c in str(spec_id))[:40]
+        raise SpecError(f"the records name GPU {shown!r}, which is not a spec id (letters, digits, _ and -): "
+                        "pass --gpu ID (see `solbench specs`)")
+    return load_spec(spec_id, spec_dir)
 
 
 def detect_spec(device_name: str, spec_dir: str | Path | None = None) -> HardwareSpec:
@@ -242,6 +258,10 @@ def measured_refinement(spec: HardwareSpec, spec_dir: str | Path | None = None) 
     datasheet spec, newest first; the spec itself when it is measured; None when there is none."""
     if spec.kind == "measured":
         return spec
-    found = [load_spec_file(f) for d in spec_dirs(spec_dir) for f in sorted((Path(d) / "measured").glob("*.yaml"))]
-    mine = [s for s in found if s.kind == "measured" and s.based_on == spec.id]
+    mine = [s for s in _measured_specs(spec_dir) if s.kind == "measured" and s.based_on == spec.id]
     return max(mine, key=lambda s: s.measured.timestamp if s.measured else "", default=None)
+
+
+def _measured_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:
+    """The calibrated specs under ``measured/`` of each spec folder."""
+    return [load_spec_file(f) for d in spec_dirs(spec_dir) for f in sorted((Path(d) / "measured").glob("*.yaml"))]

@@ -126,7 +126,7 @@ def make_inputs(
     if fn is not None:
         g = torch.Generator(device=device)
         g.manual_seed(_seed_for(seed, "__generator__"))
-        custom = fn(dict(axes), g, device) or {}
+        custom = _generated(problem, fn, axes, g, device)
         unknown = set(custom) - set(problem.inputs)
         if unknown:
             raise ProblemError([f"{problem.name}: input generator returned unknown inputs {sorted(unknown)}"])
@@ -142,6 +142,8 @@ def make_inputs(
                     raise ProblemError([f"{problem.name}: generator gave {name} {tuple(val.shape)} {val.dtype}, "
                                         f"declared {shape} {spec.dtype}"])
                 val = val.to(device).contiguous()
+            else:
+                val = _generated_scalar(problem, name, val, spec.dtype)
             out[name] = val
         elif shape is None:
             out[name] = scalars.get(name, spec.value)
@@ -150,3 +152,26 @@ def make_inputs(
         else:
             out[name] = default_tensor(shape, spec.dtype, _seed_for(seed, name), device)
     return out
+
+
+def _generated(problem: Problem, fn: Callable[..., dict], axes: dict[str, int], g: Any, device: str) -> dict:
+    """What the problem's input generator returns, a dict; its failure is one line naming it."""
+    try:
+        custom = fn(dict(axes), g, device) or {}
+    except Exception as err:  # noqa: BLE001 - the problem's own code: one line naming it
+        first = " ".join(str(err).split())[:300]
+        raise ProblemError([f"{problem.path or problem.name}: input generator {problem.input_generator} raised "
+                            f"{type(err).__name__}: {first}"]) from None
+    if not isinstance(custom, dict):
+        raise ProblemError([f"{problem.name}: input generator {problem.input_generator} must return a dict of inputs, "
+                            f"not {type(custom).__name__}"])
+    return custom
+
+
+def _generated_scalar(problem: Problem, name: str, value: Any, dtype: str) -> Any:
+    from solbench.data.hookvalues import scalar_value
+
+    try:
+        return scalar_value(value, dtype)
+    except ValueError as err:
+        raise ProblemError([f"{problem.name}: input generator gave scalar input {name}: {err}"]) from None

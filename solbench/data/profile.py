@@ -129,6 +129,9 @@ class Profile(BaseModel):
     raw: str | None = Field(None, description="the raw export this profile was read from (beside the results)")
     process_id: int | None = Field(None, description="the worker's process id in the raw export")
     seconds: float | None = Field(None, description="wall time of the profiled pass")
+    phases_s: dict[str, float] = Field(default_factory=dict, description="where the profiled pass's wall time went: "
+                                       "worker start (what the run did not hide), warm-up call, profiled call (ncu's "
+                                       "replays), report written, export")
     kernels: list[KernelProfile] = Field(default_factory=list)
     summary: ProfileSummary = Field(default_factory=ProfileSummary)
 

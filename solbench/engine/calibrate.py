@@ -22,6 +22,7 @@ through that timer goes below it, so SOL is also shown against max(T_ideal, floo
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import platform
 import re
@@ -34,13 +35,13 @@ from typing import Any
 import yaml
 
 from solbench._version import __version__
-from solbench.data.hardware import HardwareSpec, detect_spec, load_spec_file, spec_from_dict
+from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, spec_from_dict
 from solbench.engine.environment import driver_version, package_versions
 from solbench.errors import SolbenchError, SpecError
 
 DEFAULT_OUT_DIR = Path("results") / "calibration"
-_ID_OK = re.compile(r"^[a-z0-9_\-]+$")
-MIN_PEAK = 1e9  # spec files hold FLOP/s >= 1e9 (see hardware._spec_errors)
+MIN_PEAK = 1e9  # a GPU GEMM below this is a failed measurement, not a roof
+MIN_CPU_PEAK = 1e6  # the least rate a measured spec may hold (see hardware._spec_errors)
 
 
 class CalibrationError(SolbenchError):
@@ -265,34 +266,87 @@ def _cpu_best_threads(fn: Callable[[], Any], budget_s: float) -> tuple[float, in
     return best
 
 
+# Matmul sizes tried per dtype (the best rate counts): small ones fit the caches, large ones amortise
+# the call; a dtype without a fast path stops growing once a call takes CPU_SLOW_CALL_S.
+CPU_GEMM_SIZES = {True: (256, 512, 1024), False: (256, 512, 1024, 2048)}
+CPU_SLOW_CALL_S = 0.01
+# Copy sizes (bytes): a workload's inputs may sit in a cache, so the memory roof is the best copy at
+# any of these sizes, from one that fits L2 to one far beyond any last-level cache.
+CPU_COPY_SIZES = {True: (1 << 20, 8 << 20, 64 << 20), False: (1 << 20, 8 << 20, 64 << 20, 512 << 20)}
+# Dtypes a CPU can always compute through float32 (an eager op upcasts them): their roof is at least
+# the float32 rate, whatever their own matmul does.
+CPU_UPCAST_DTYPES = ("tf32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8")
+
+
+def _cpu_gemm_rate(dtype: Any, quick: bool, budget: float) -> dict:
+    """The best matmul rate of one dtype over CPU_GEMM_SIZES: burst FLOP/s, the size and threads."""
+    import torch
+
+    best = {"burst": 0.0, "n": 0, "threads": 1}
+    for n in CPU_GEMM_SIZES[quick]:
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        t, threads = _cpu_best_threads(lambda a=a, b=b: torch.mm(a, b), budget)
+        if 2.0 * n ** 3 / t > best["burst"]:
+            best = {"burst": 2.0 * n ** 3 / t, "n": n, "threads": threads}
+        if t > CPU_SLOW_CALL_S:
+            break
+    best["sustained"] = best["burst"]
+    return best
+
+
+def _cpu_bandwidth(quick: bool, budget: float) -> dict[str, dict]:
+    """Copy (read + write bytes) and read (a sum): the best over CPU_COPY_SIZES, with each size's rate."""
+    import torch
+
+    out: dict[str, dict] = {"copy": {"burst": 0.0, "by_size": {}}, "read": {"burst": 0.0, "by_size": {}}}
+    for nbytes in CPU_COPY_SIZES[quick]:
+        src = torch.rand(nbytes // 4)
+        dst = torch.empty_like(src)
+        for kind, fn, moved in (("copy", functools.partial(dst.copy_, src), 2.0 * nbytes),
+                                ("read", src.sum, float(nbytes))):
+            rate = moved / _cpu_best_threads(fn, budget)[0]
+            out[kind]["by_size"][nbytes] = rate
+            out[kind]["burst"] = max(out[kind]["burst"], rate)
+    return out
+
+
+def _cpu_roof_peaks(gemm: dict[str, dict]) -> tuple[dict[str, float], dict[str, str]]:
+    """The roof per dtype and, for each dtype whose own matmul is slower than float32's, why its roof
+    is float32's rate: an eager op computes it in float32, so a lower roof would be beaten."""
+    fp32 = gemm.get("float32", {}).get("burst", 0.0)
+    peaks = {k: v["burst"] for k, v in gemm.items() if v["burst"] > 0}
+    notes: dict[str, str] = {}
+    for dtype in CPU_UPCAST_DTYPES:
+        own = peaks.get(dtype)
+        if fp32 and (own is None or own < fp32):
+            peaks[dtype] = fp32
+            notes[dtype] = (f"no fast path (matmul {own / 1e9:.3g} GFLOP/s)" if own else "no matmul kernel") + \
+                ": roof = the float32 rate, which computing in float32 reaches"
+    return peaks, notes
+
+
 def measure_cpu(quick: bool = False, log: Callable[[str], None] = print) -> dict:
     import torch
 
-    n = 256 if quick else 1024
-    budget = 0.15 if quick else 1.0
+    budget = 0.1 if quick else 0.5
     gemm: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for name in ("float32", "float64", "bfloat16", "float16"):
-        dtype = getattr(torch, name)
         try:
-            a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-            t, threads = _cpu_best_threads(lambda a=a, b=b: torch.mm(a, b), budget)
-            gemm[name] = {"burst": 2.0 * n ** 3 / t, "sustained": 2.0 * n ** 3 / t, "threads": threads}
-            log(f"  {name:10s} matmul {gemm[name]['burst'] / 1e9:9.1f} GFLOP/s ({threads} threads)")
+            gemm[name] = _cpu_gemm_rate(getattr(torch, name), quick, budget)
+            log(f"  {name:10s} matmul {gemm[name]['burst'] / 1e9:9.1f} GFLOP/s (n={gemm[name]['n']}, "
+                f"{gemm[name]['threads']} threads)")
         except Exception as err:  # noqa: BLE001 - dtype without a CPU matmul kernel
             skipped[name] = f"{type(err).__name__}: {str(err)[:200]}"
-    nbytes = (64 if quick else 512) * 2**20  # larger than any last-level cache we expect
-    src = torch.rand(nbytes // 4)
-    dst = torch.empty_like(src)
-    bw = {"copy": {"burst": 2.0 * nbytes / _cpu_best_threads(lambda: dst.copy_(src), budget)[0]},
-          "read": {"burst": float(nbytes) / _cpu_best_threads(lambda: src.sum(), budget)[0]}}
+    bw = _cpu_bandwidth(quick, budget)
     for k, v in bw.items():
-        log(f"  memory {k:6s} {v['burst'] / 1e9:9.2f} GB/s")
+        log(f"  memory {k:6s} {v['burst'] / 1e9:9.2f} GB/s (best over {len(v['by_size'])} sizes)")
     floor = measure_launch_floor("cpu", quick, log)
     return {
-        "device": _cpu_name(), "device_type": "cpu", "gemm": gemm, "gemm_skipped": skipped, "gemm_n": n,
-        "bandwidth": bw, "buffer_bytes": nbytes, "threads": torch.get_num_threads(), "launch_floor": floor,
-        "memory_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
+        "device": _cpu_name(), "device_type": "cpu", "gemm": gemm, "gemm_skipped": skipped,
+        "gemm_n": {k: v["n"] for k, v in gemm.items()},
+        "bandwidth": bw, "buffer_bytes": max(CPU_COPY_SIZES[quick]), "threads": torch.get_num_threads(),
+        "launch_floor": floor, "memory_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
     }
 
 
@@ -307,17 +361,20 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
             based_on = detect_spec(m["device"]).id
         except SpecError:
             based_on = None
-    peaks = {k: v["burst"] for k, v in m["gemm"].items() if v["burst"] >= MIN_PEAK}
-    if not peaks:
+    cpu = m["device_type"] == "cpu"
+    peaks, upcast = _cpu_roof_peaks(m["gemm"]) if cpu else (
+        {k: v["burst"] for k, v in m["gemm"].items() if v["burst"] >= MIN_PEAK}, {})
+    if not peaks or (cpu and min(peaks.values()) < MIN_CPU_PEAK):
         raise CalibrationError(f"no matmul reached {MIN_PEAK:g} FLOP/s on {m['device']}; nothing to write")
     bw = max(m["bandwidth"]["copy"]["burst"], m["bandwidth"]["read"]["burst"])
     accumulate = {"float64": "float64", "float32": "float32", "tf32": "float32", "bfloat16": "float32",
-                  "float16": "float32", "float8_e4m3fn": "float32", "int8": "int32"}
+                  "float16": "float32", "float8_e4m3fn": "float32", "float8_e5m2": "float32", "int8": "int32"}
     measured = {
         "method": ("burst = best of 5 runs of ~10 ms of back-to-back n^3 GEMMs after a cool-down; "
                    "sustained = median of ~0.1 s chunks; bandwidth: copy counts read + write bytes"
                    if m["device_type"] == "cuda" else
-                   "best wall time of torch.mm (n^3) and of a large copy/sum, torch CPU threads"),
+                   "best wall time of torch.mm (n^3, the best of several n) and of copies and sums (the best of "
+                   "several sizes, cache-resident to beyond the last-level cache), torch's threads or one"),
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": m["device"],
         "versions": _versions(),
@@ -328,6 +385,8 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
         "burst_peak_flops": {k: v["burst"] for k, v in m["gemm"].items()},
         "sustained_peak_flops": {k: v["sustained"] for k, v in m["gemm"].items()},
         "bandwidth": {k: v["burst"] for k, v in m["bandwidth"].items()},
+        **({"bandwidth_by_size": {k: v["by_size"] for k, v in m["bandwidth"].items()}} if cpu else {}),
+        **({"no_fast_path": upcast} if upcast else {}),
         "sustained_bandwidth": {k: v["sustained"] for k, v in m["bandwidth"].items() if "sustained" in v},
         "skipped": m["gemm_skipped"],
     }
@@ -355,7 +414,9 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
         "measured": measured,
         "based_on": based_on,
         "notes": ("peak_flops are burst numbers; see measured.sustained_peak_flops for the power-capped rates"
-                  if m["device_type"] == "cuda" else "CPU ceilings for CPU-mode scoring"),
+                  if m["device_type"] == "cuda" else
+                  "CPU ceilings for CPU-mode scoring: 1.0 = as fast as this CPU's best matmul (per dtype; dtypes "
+                  "without a fast path at the float32 rate) or its best copy"),
     }
     for key in ("sm_count", "l2_bytes", "memory_bytes", "boost_clock_mhz"):
         if m.get(key):
@@ -363,13 +424,17 @@ def build_spec(m: dict, spec_id: str, quick: bool) -> dict:
     return spec
 
 
-def default_spec_id(m: dict) -> str:
-    if m["device_type"] == "cuda":
+def default_spec_id(m: dict, base: str | None = None, now: _dt.datetime | None = None) -> str:
+    """A unique id: ``base`` (the output file's name, else the device's) + this host + the time, so
+    two calibrations (another host, another day) never share an id, and records scored against
+    different roofs are never ranked together."""
+    if base is None and m["device_type"] == "cuda":
         try:
-            return f"{detect_spec(m['device']).id}_measured"
+            base = f"{detect_spec(m['device']).id}_measured"
         except SpecError:
-            return f"{slug(m['device'])}_measured"
-    return f"cpu_{slug(m['device'])[:40]}_measured"
+            base = f"{slug(m['device'])}_measured"
+    stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%dt%H%M%S")
+    return f"{slug(base or 'cpu')[:40]}_{slug(socket.gethostname())[:24]}_{stamp}"
 
 
 def calibrate(device: str = "auto", output: str | Path | None = None, quick: bool = False,
@@ -379,16 +444,15 @@ def calibrate(device: str = "auto", output: str | Path | None = None, quick: boo
         raise CalibrationError(f"--device {device!r}: use cuda, cpu or auto")
     if output is not None:
         out = Path(output)
-        if out.suffix not in (".yaml", ".yml") or not _ID_OK.match(out.stem):
-            raise CalibrationError(f"-o {out}: name it <id>.yaml with lower-case letters, digits, _ or - "
-                                   "(the file name is the spec id)")
+        if out.suffix not in (".yaml", ".yml"):
+            raise CalibrationError(f"-o {out}: name it NAME.yaml (the spec's id is NAME, this host and the time)")
     import torch
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     log(f"calibrating {device} ({'quick' if quick else 'full'})")
     m = measure_cuda(quick, sustained_s, log) if device == "cuda" else measure_cpu(quick, log)
-    spec_id = Path(output).stem if output is not None else default_spec_id(m)
+    spec_id = default_spec_id(m, Path(output).stem if output is not None else None)
     out = Path(output) if output is not None else DEFAULT_OUT_DIR / f"{spec_id}.yaml"
     data = build_spec(m, spec_id, quick)
     spec_from_dict(data)  # validate before writing: never leave an unloadable file behind
@@ -396,4 +460,4 @@ def calibrate(device: str = "auto", output: str | Path | None = None, quick: boo
     header = (f"# Measured by `solbench calibrate` on {m['device']}. Score against it: --gpu path/to/{out.name}\n"
               "# peak_flops: FLOP/s (burst), memory_bandwidth: bytes/s. See `measured:` for how.\n")
     out.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False), encoding="utf-8")
-    return load_spec_file(out), out
+    return load_spec(out), out

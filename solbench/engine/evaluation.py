@@ -27,6 +27,7 @@ from typing import Any
 
 from solbench.data.inputs import make_inputs
 from solbench.data.record import Status
+from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.gate import DeviceGate
@@ -34,12 +35,20 @@ from solbench.engine.ledger import Ledger
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
 from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
-from solbench.guards import check_concurrency, snapshot_concurrency
-from solbench.timing.config import TimingConfig
+from solbench.guards import (
+    Observer,
+    check_concurrency,
+    descendant_processes,
+    device_findings,
+    other_process_work,
+    snapshot_concurrency,
+)
+from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
+EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
 _PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
 
 
@@ -95,12 +104,12 @@ class CandidateSlot:
         return tuple(dict.fromkeys([str(path.absolute().parent), str(path.resolve().parent), *self.reads]))
 
     def access(self, kind: str, long: bool = False) -> AbstractContextManager[None]:
-        """Hold the device gate for a request of this worker (``time``: alone; else shared)."""
+        """Hold the device gate for a request of this worker (a timed one, :data:`EXCLUSIVE`: alone; else shared)."""
         if self.gate is None:
             return nullcontext()
         pid = self.client.proc.pid if self.client is not None and self.client.proc is not None else None
-        if kind == "time":
-            return self.gate.exclusive(self.owner, pid=pid, sink=self.ledger)
+        if kind in EXCLUSIVE:
+            return self.gate.exclusive(self.owner, kind, pid=pid, sink=self.ledger)
         return self.gate.shared(self.owner, kind, long=long, pid=pid, sink=self.ledger)
 
     def wait_up(self) -> None:
@@ -292,12 +301,13 @@ def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_
 
 
 def _valid_timing(timing: Any) -> dict[str, Any]:
+    """The worker's timing with every statistic recomputed here from its raw samples."""
     if not isinstance(timing, dict):
         raise MalformedReply("timing is not an object")
-    median = timing.get("median_s")
-    if not isinstance(median, (int, float)) or isinstance(median, bool) or not median > 0 or median == float("inf"):
-        raise MalformedReply(f"timing median_s is {median!r}, not a positive time")
-    return timing
+    try:
+        return restate(timing)
+    except TimingError as err:
+        raise MalformedReply(str(err)) from None
 
 
 def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
@@ -344,6 +354,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         plan = draw_plan(cases, ctx.timing_config.min_samples)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
+        window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
         with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
             try:
                 with slot.access("time"):  # the timing window: the device alone
@@ -359,6 +370,14 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         with slot.access("recheck"):  # references for edited inputs, comparisons: device work
             correctness["timed"] = _recheck_timed(ctx, reply, plan)
         ctx.harness["recheck_s"] = ctx.clock() - clock
+        clock = ctx.clock()
+        phase = "burst"
+        with slot.access("burst"):  # timed by the parent's clock: the device alone, as for the timing
+            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
+            _burst(slot, ctx, window, (plan, reply["samples"], timing, expect), deadline + ctx.ledger.waited,
+                   correctness)
+        _add_findings(findings, window.findings())
+        ctx.harness["burst_s"] = ctx.clock() - clock
         phase = "done"
     except _Stop as stop:
         _charge_failed(ctx, phase, clock)
@@ -383,9 +402,48 @@ def _charge_failed(ctx: EvaluationContext, phase: str, clock: float) -> None:
         key = "setup_s"
     elif phase.startswith("round"):
         key = "rounds_s"
+    elif phase == "burst":
+        key = "burst_s"
     else:
         key = "recheck_s" if "timing_request_s" in ctx.harness else "timing_request_s"
     ctx.harness.setdefault(key, ctx.clock() - clock)
+
+
+class _Window:
+    """What the parent sees of the worker from outside over the timing and the burst: its CPU time (the
+    burst's evidence on the CPU), and, as guards' findings, the processes it started that worked then
+    (CPU time; on a GPU, NVML's processes and utilisation)."""
+
+    def __init__(self, slot: CandidateSlot, ctx: EvaluationContext):
+        proc = slot.client.proc if slot.client is not None else None
+        self.pid = proc.pid if proc is not None else None
+        self.guards = slot.guards
+        self.observer = Observer(self.pid, ctx.device, ctx.gpu_uuid) if self.pid is not None else None
+        self.whole = self.observer.start() if self.observer is not None else None
+
+    def findings(self) -> list[dict[str, Any]]:
+        if self.whole is None or self.pid is None or not self.guards:
+            return []
+        seen = self.whole()
+        found = other_process_work(seen, "the timing and the burst")
+        found += device_findings(seen, self.pid, descendant_processes(self.pid))
+        return [f.as_dict() for f in found]
+
+
+def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: tuple[Any, ...], deadline: float,
+           correctness: dict[str, Any]) -> None:
+    """The parent-clocked burst (:mod:`solbench.engine.burst`); its summary goes into ``correctness``."""
+    plan, samples, timing, expect = timed
+    limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
+
+    def request(header: dict[str, Any], timeout_s: float, max_bytes: int) -> dict[str, Any]:
+        return _request(slot, header, timeout_s, max_bytes, "the burst", limit)
+
+    observe = window.observer.start if window.observer is not None else None
+    summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe)
+    correctness["burst"] = summary
+    if verdict is not None:
+        raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))
 
 
 def setup_inputs(cases: WorkloadCases) -> list[Any]:

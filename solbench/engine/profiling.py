@@ -28,25 +28,28 @@ import re
 import shutil
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from solbench.data.ncu import NcuFormatError, parse_raw_csv
+from solbench.data.problem import Problem
 from solbench.data.profile import Profile, failed_profile, profile_from_kernels
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
-from solbench.engine.runner import Runner
+from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
+from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import WorkerFailure, WorkerStartError
 
-# What ncu collects: three light sections (launch configuration, occupancy, the SOL breakdown), and
-# every metric the profile reads named outright, so no heavy section (memory and compute workload
-# tables: many more replay passes per kernel) is needed. Each name is one ncu 2025.3 accepts on the
-# H200 (tests/engine/test_profiling.py checks them against tests/fixtures/ncu).
-SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+# What ncu collects: exactly the metrics the profile reads (solbench.data.profile), named outright, and
+# no section: a section brings every metric of its tables, each costing replay passes of every
+# kernel. Each name is one ncu 2025.3 accepts on the H200 (tests/engine/test_profiling.py checks them
+# against tests/fixtures/ncu); launch__* are launch attributes, read without a replay.
+SECTIONS: tuple[str, ...] = ()
 METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
            "l1tex__t_bytes.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -58,12 +61,15 @@ METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.
            "sm__ops_path_tensor_src_fp64.sum", "sm__ops_path_tensor_src_int8.sum",
            "dram__bytes.sum.peak_sustained", "dram__cycles_elapsed.avg.per_second", "lts__t_bytes.sum.peak_sustained",
            "lts__cycles_elapsed.avg.per_second", "l1tex__t_bytes.sum.peak_sustained",
-           "l1tex__cycles_elapsed.avg.per_second")
+           "l1tex__cycles_elapsed.avg.per_second", "launch__registers_per_thread", "launch__grid_size",
+           "launch__block_size", "launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
 # Devices a profile can be taken on: Nsight Compute profiles CUDA kernels (the tests widen this to
 # run the whole path on the CPU under a stand-in ncu).
 PROFILED_DEVICES = ("cuda",)
+# One replayed call: only the call between cudaProfilerStart and Stop is profiled, each of its kernels
+# replayed alone (kernel replay: no re-run of the worker), caches flushed before each pass.
 BASE_OPTIONS = ("--target-processes", "all", "--profile-from-start", "off", "--clock-control", "none",
-                "--cache-control", "all")
+                "--cache-control", "all", "--replay-mode", "kernel")
 NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
 REPORT_WAIT_S = 120.0  # ncu writes its report after the worker exits: replays are done by then
 EXPORT_TIMEOUT_S = 120.0
@@ -148,23 +154,29 @@ class _Pass:
     cases: WorkloadCases
     timeout_s: float
     compile_timeout_s: float
+    phases: dict[str, float] = field(default_factory=dict)
 
     def run(self) -> None:
         """Load, setup, the warm-up call and the profiled call, each checked; raises ProfileFailure."""
+        clock = time.monotonic()
         try:
             failure = self.slot.ensure_worker(self.compile_timeout_s)
         except WorkerStartError as err:  # ncu exited, or the worker under it never came up
             raise ProfileFailure(f"the worker under ncu did not start: {_ncu_error(str(err))}") from None
         if failure is not None:
             raise ProfileFailure(f"{failure.status}: {failure.reason}")
+        self.phases["start_s"] = time.monotonic() - clock
         if self.slot.has_setup:
             from solbench.engine.evaluation import setup_inputs
 
             self._request({"op": "setup", "inputs": setup_inputs(self.cases)}, None, "setup")
         rounds = self.cases.rounds
+        clock = time.monotonic()
         self._request({"op": "call", "inputs": list(rounds[0].inputs.values())}, rounds[0], "the warm-up call")
+        self.phases["warmup_call_s"], clock = time.monotonic() - clock, time.monotonic()
         profiled = rounds[1] if len(rounds) > 1 else rounds[0]
         self._request({"op": "profile", "inputs": list(profiled.inputs.values())}, profiled, "the profiled call")
+        self.phases["profiled_call_s"] = time.monotonic() - clock
 
     def _request(self, header: dict, case: Case | None, phase: str) -> None:
         problem, axes = self.cases.problem, self.cases.axes
@@ -186,24 +198,38 @@ class _Pass:
                 raise ProfileFailure(f"{phase} under the profiler: {check.reason}")
 
 
-def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
-                 timeout_s: float, compile_timeout_s: float) -> Profile:
-    """The :class:`Profile` of one call of ``slot``'s candidate under ncu (``slot`` is a fresh one)."""
+def under_ncu(slot: CandidateSlot, settings: ProfileSettings) -> Path:
+    """Make ``slot`` (a fresh one) run its worker under ncu; returns the report ncu will write. The
+    worker may then be spawned at once (it imports torch while the guarded run of the same item goes
+    on); nothing is profiled before the profiled call's cudaProfilerStart."""
     settings.raw_dir.mkdir(parents=True, exist_ok=True)
-    name = raw_name(record)
-    # Absolute: ncu runs in the worker's folder (its cwd), where a relative path does not exist.
-    report = (settings.raw_dir / f"{name}.ncu-rep").resolve()
+    # Absolute: ncu runs in the worker's folder (its cwd), where a relative path does not exist. Named
+    # once the record is known (the record's run id and candidate): a unique name until then.
+    report = (settings.raw_dir / f"pending_{uuid.uuid4().hex}.ncu-rep").resolve()
     slot.launcher = settings.command(report)
+    return report
+
+
+def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
+                 timeout_s: float, compile_timeout_s: float, report: Path | None = None) -> Profile:
+    """The :class:`Profile` of one call of ``slot``'s candidate under ncu (``slot`` is a fresh one, or one
+    :func:`under_ncu` prepared, whose ``report`` it writes)."""
+    report = report or under_ncu(slot, settings)
+    name = raw_name(record)
     common = {"tool": "ncu", "tool_version": settings.version, "options": settings.options()}
     clock = time.monotonic()
+    run = _Pass(slot, cases, timeout_s, compile_timeout_s)
     try:
-        _Pass(slot, cases, timeout_s, compile_timeout_s).run()
+        run.run()
         pid = slot.client.worker_pid if slot.client else None
+        step = time.monotonic()
         if slot.client is not None:
             slot.client.finish(REPORT_WAIT_S)
         if not report.is_file():
             raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
+        run.phases["report_s"], step = time.monotonic() - step, time.monotonic()
         text = export_raw(settings.ncu, report)
+        run.phases["export_s"] = time.monotonic() - step
         kernels = [k for k in parse_raw_csv(text) if pid is None or k.process_id in (None, pid)]
         raw = settings.raw_dir / f"{name}.csv.gz"
         with gzip.open(raw, "wt", encoding="utf-8") as fh:
@@ -214,12 +240,15 @@ def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSet
         slot.retire()
         if not settings.keep_reports:
             report.unlink(missing_ok=True)
+        elif report.is_file():
+            report.replace(settings.raw_dir / f"{name}.ncu-rep")
     if not kernels:
         return failed_profile("no kernel was profiled in the call (a candidate that launches none, or a "
                               "profiler that did not attach)", **common)
     profile = profile_from_kernels(kernels, cases.problem.compute_dtype, raw=f"{settings.raw_dir.name}/{raw.name}",
                                    process_id=pid, **common)
     profile.seconds = round(time.monotonic() - clock, 3)
+    profile.phases_s = {k: round(v, 3) for k, v in run.phases.items()}
     return profile
 
 
@@ -243,23 +272,71 @@ def _log_tail(slot: CandidateSlot) -> str:
 
 
 class ProfilingRunner(Runner):
-    """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu."""
+    """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu.
+
+    The worker under ncu of each (problem, candidate) is started ahead: the next pair's while this
+    pair's profiled call is replayed, so its ncu start and torch import cost no wall time of their own
+    (they launch nothing on the device before their load)."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
         super().__init__(options, output, **kwargs)
         self.settings = settings
+        self._pairs: list[tuple[Problem, CandidateFile]] = []
+        self._ahead: dict[tuple[str, str], tuple[CandidateSlot, Path]] = {}
         if not self.options.device.startswith(PROFILED_DEVICES):
             raise ProfilerError("solbench profile needs a CUDA device (Nsight Compute profiles GPU kernels): "
                                 "use --device cuda")
 
+    def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
+        # The order Runner.run goes in: problems, their candidates, their workloads.
+        self._pairs = [(item.problem, c) for item in plan for c in item.candidates for _ in item.workloads]
+        try:
+            return super().run(plan)
+        finally:
+            for slot, report in self._ahead.values():
+                slot.retire()
+                report.unlink(missing_ok=True)
+            self._ahead.clear()
+
+    def _under_ncu(self, problem: Problem, candidate: CandidateFile) -> tuple[CandidateSlot, Path]:
+        """The pair's worker under ncu, spawned (the one started ahead for it, or a new one)."""
+        started = self._ahead.pop((problem.name, str(candidate.path)), None)
+        if started is not None:
+            return started
+        opts = self.options
+        reads = (str(problem.folder.resolve()), *opts.worker_reads, str(Path(self.settings.ncu).parent.parent))
+        slot = CandidateSlot(candidate, opts.device, guards=opts.guards, account=self.account, reads=reads)
+        report = under_ncu(slot, self.settings)
+        slot.spawn()
+        return slot, report
+
+    def _start_next(self, problem: Problem, candidate: CandidateFile) -> None:
+        """Spawn the worker under ncu of the pair after this one, if there is one."""
+        key = (problem.name, str(candidate.path))
+        keys = [(p.name, str(c.path)) for p, c in self._pairs]
+        if key in keys:  # the pairs done so far are dropped: the next other pair is the one to start
+            self._pairs = self._pairs[keys.index(key) + 1:]
+        nxt = next(((p, c) for p, c in self._pairs if (p.name, str(c.path)) != key), None)
+        if nxt is not None and (nxt[0].name, str(nxt[1].path)) not in self._ahead:
+            self._ahead[(nxt[0].name, str(nxt[1].path))] = self._under_ncu(*nxt)
+
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
-        record = super()._run_one(slot, cases, roof)
+        opts = self.options
+        # This pair's worker under ncu imports torch while the guarded run below goes on.
+        profiled, report = self._under_ncu(cases.problem, slot.candidate)
+        try:
+            record = super()._run_one(slot, cases, roof)
+        except BaseException:
+            profiled.retire()
+            report.unlink(missing_ok=True)
+            raise
+        self._start_next(cases.problem, slot.candidate)
         if record.status != Status.PASSED.value:
+            profiled.retire()
+            report.unlink(missing_ok=True)
             record.profile = failed_profile(f"not profiled: the run ended {record.status}", tool="ncu")
             return record
-        opts = self.options
-        reads = (str(cases.problem.folder.resolve()), *opts.worker_reads, str(Path(self.settings.ncu).parent.parent))
-        profiled = CandidateSlot(slot.candidate, opts.device, guards=opts.guards, account=self.account, reads=reads)
-        record.profile = profile_call(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s)
+        record.profile = profile_call(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s,
+                                      report)
         return record

@@ -68,12 +68,26 @@ def floor_time(roof: RooflinePoint, spec: HardwareSpec) -> tuple[float, str]:
     spec when it is a datasheet (SOL above 1 is impossible), and (1 - MEASURED_MARGIN) x T_ideal
     against the measured ceilings of the same GPU, when a calibrated spec exists.
     """
+    if spec.device_type == "cpu":
+        return _cpu_floor(roof, spec)
     floors = [(roof.t_ideal_s, f"T_ideal on {spec.id}")] if spec.kind != "measured" else []
     measured = measured_refinement(spec)
     if measured is not None:
         t = point(roof.flops, roof.bytes, roof.compute_dtype, measured).t_ideal_s * (1 - MEASURED_MARGIN)
         floors.append((t, f"{1 - MEASURED_MARGIN:g} x T_ideal on the measured {measured.id}"))
     return max(floors, key=lambda f: f[0]) if floors else (0.0, "no floor")
+
+
+def _cpu_floor(roof: RooflinePoint, spec: HardwareSpec) -> tuple[float, str]:
+    """On a CPU the floor is T_ideal on ``cpu_estimate`` (this CPU's cores at AVX-512/AMX rates, 5 GHz,
+    L1 bandwidth), never the calibrated ceilings: a CPU's measured roof moves with the machine's load
+    and its caches, and an honest eager op on an idle machine may beat a roof measured on a busy one.
+    A roof of its own (--gpu FILE) stating more than the estimate counts too."""
+    estimate = cpu_estimate_spec()
+    floors = [(point(roof.flops, roof.bytes, roof.compute_dtype, estimate).t_ideal_s, f"T_ideal on {estimate.id}")]
+    if spec.kind == "datasheet" and spec.id != CPU_ESTIMATE_ID:
+        floors.append((roof.t_ideal_s, f"T_ideal on {spec.id}"))
+    return max(floors, key=lambda f: f[0])
 
 
 def physics_floor(evaluation: Evaluation, roof: RooflinePoint, spec: HardwareSpec) -> Evaluation:

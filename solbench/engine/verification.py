@@ -59,7 +59,7 @@ def _late(rng: random.Random, m: int) -> int:
     return int(m * LATE_SPAN ** rng.random())
 
 
-def _editable(cases: WorkloadCases) -> list[str]:
+def editable_inputs(cases: WorkloadCases) -> list[str]:
     """Inputs an edit may touch: floating tensors with elements that no output is written into."""
     inplace = {spec.inplace_of for spec in cases.problem.outputs.values() if spec.inplace_of}
     first = cases.sets[0].inputs
@@ -79,14 +79,20 @@ def _refresh_case(cases: WorkloadCases, k: int) -> Case:
     return Case(seed, inputs, reference_outputs(cases.problem, cases.axes, cases.reference, inputs))
 
 
+def edit_count(cases: WorkloadCases, name: str) -> int:
+    """Elements an edit of input ``name`` overwrites: ``EDIT_ELEMENTS``, or 3 x the mismatches the
+    tolerance admits (so an edit cannot hide among them), at most all."""
+    numel = cases.sets[0].inputs[name].numel()
+    ratio = cases.tolerance.max_mismatch_ratio or 0.0
+    return min(numel, max(EDIT_ELEMENTS, math.ceil(3 * ratio * numel)))
+
+
 def _edit(cases: WorkloadCases, refresh: Case, sample: int, name: str, gen: Any) -> PlannedEdit:
     import torch
 
     i = sample % len(cases.sets)
     numel = cases.sets[i].inputs[name].numel()
-    ratio = cases.tolerance.max_mismatch_ratio or 0.0
-    count = min(numel, max(EDIT_ELEMENTS, math.ceil(3 * ratio * numel)))
-    index = torch.randint(numel, (count,), generator=gen, dtype=torch.int64)
+    index = torch.randint(numel, (edit_count(cases, name),), generator=gen, dtype=torch.int64)
     fresh = refresh.inputs[name]
     values = bit_view(fresh).reshape(-1)[index.to(fresh.device)].view(fresh.dtype)  # through the bits: float8 too
     return PlannedEdit(sample, i, name, index, values)
@@ -102,7 +108,7 @@ def draw_plan(cases: WorkloadCases, min_samples: int) -> TimedPlan:
     keep = sorted({*rng.sample(range(m), min(KEEP_EARLY, m)), *(_late(rng, m) for _ in range(KEEP_LATE))})
     k = rng.randrange(len(cases.sets))
     refresh = _refresh_case(cases, k)
-    names = _editable(cases)
+    names = editable_inputs(cases)
     at = sorted({*rng.sample(range(m), min(EDITS_EARLY, m)), *(_late(rng, m) for _ in range(EDITS_LATE))})
     edits = [_edit(cases, refresh, s, rng.choice(names), gen) for s in at] if names else []
     return TimedPlan(keep, edits, k, refresh)
@@ -126,7 +132,6 @@ def reply_bytes(plan: TimedPlan) -> int:
 def state(cases: WorkloadCases, plan: TimedPlan, i: int, sample: int) -> tuple[Case, int]:
     """Set ``i`` as timed sample ``sample`` saw it (the edits applied before it), with its
     reference; and how many edits that is."""
-    import torch
 
     edits = [e for e in plan.edits if e.set == i and e.sample <= sample]
     if not edits:
@@ -134,15 +139,33 @@ def state(cases: WorkloadCases, plan: TimedPlan, i: int, sample: int) -> tuple[C
     key = (i, len(edits))
     if key not in plan._state:
         base = cases.sets[i]
-        inputs = dict(base.inputs)
-        for e in edits:
-            if inputs[e.input] is base.inputs[e.input]:
-                inputs[e.input] = inputs[e.input].clone(memory_format=torch.contiguous_format)
-            t = inputs[e.input]
-            bit_view(t).view(-1)[e.index.to(t.device)] = bit_view(e.values.to(t.device))  # exactly the worker's writes
+        inputs = apply_edits(base.inputs, [(e.input, e.index, e.values) for e in edits])
         plan._state.clear()  # one edited state at a time: the checks come sorted by set
         plan._state[key] = Case(base.seed, inputs, reference_outputs(cases.problem, cases.axes, cases.reference, inputs))
     return plan._state[key], len(edits)
+
+
+def apply_edits(base: dict[str, Any], edits: list[tuple[str, Any, Any]]) -> dict[str, Any]:
+    """``base`` with the edits ``(input, flat index, values)`` written in order, exactly as the worker
+    writes them (through the bits); an edited input is copied first, ``base`` is left as it is."""
+    import torch
+
+    inputs = dict(base)
+    for name, index, values in edits:
+        if inputs[name] is base[name]:
+            inputs[name] = inputs[name].clone(memory_format=torch.contiguous_format)
+        t = inputs[name]
+        bit_view(t).view(-1)[index.to(t.device)] = bit_view(values.to(t.device))
+    return inputs
+
+
+def after_timing(cases: WorkloadCases, plan: TimedPlan, samples: int, i: int) -> dict[str, Any]:
+    """The inputs of set ``i`` as a timing of ``samples`` samples left them: its edits applied, or the
+    refresh data in the refresh set (every tensor input overwritten, its scalars kept)."""
+    if i == plan.refresh_set:
+        return dict(plan.refresh.inputs)
+    edits = [(e.input, e.index, e.values) for e in plan.edits if e.set == i and e.sample < samples]
+    return apply_edits(cases.sets[i].inputs, edits)
 
 
 def _edited(n: int) -> str:

@@ -9,6 +9,8 @@ and ``tests/adversarial/`` for the exploits each one stops):
 * concurrency: :func:`snapshot_concurrency` / :func:`check_concurrency` (threads and processes
   left running), :func:`become_subreaper`;
 * the harness itself: :func:`timer_integrity_snapshot` / :func:`check_timer_integrity`;
+* from outside the worker: :class:`Observer` (the kernel's count of CPU time, NVML's processes and
+  utilisation over a window), :func:`other_process_work`, :func:`device_findings`;
 * the device: :func:`poison_free_memory`, :func:`reset_persisting_l2`, :func:`check_persisting_l2`,
   :func:`synchronize_all`;
 * the process: :func:`restrict_writes` (Landlock), :func:`make_undumpable`;
@@ -21,7 +23,12 @@ The engine's hooks, :func:`setup_worker`, :func:`worker_findings` and :func:`wor
 
 from __future__ import annotations
 
-from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from solbench.guards.concurrency import (
+    ConcurrencySnapshot,
+    check_concurrency,
+    descendant_processes,
+    snapshot_concurrency,
+)
 from solbench.guards.cuda import check_persisting_l2, persisting_l2_limit, poison_free_memory, reset_persisting_l2
 from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding, worst
 from solbench.guards.fingerprints import (
@@ -34,11 +41,12 @@ from solbench.guards.hooks import review, setup_worker, worker_findings, worker_
 from solbench.guards.integrity import IntegritySnapshot, check_timer_integrity, timer_integrity_snapshot
 from solbench.guards.memo import memoization_plan, memoization_probe
 from solbench.guards.objects import check_output_objects
+from solbench.guards.outside import Observer, device_findings, other_process_work
 from solbench.guards.sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
 
 __all__ = [
-    "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "become_subreaper",
-    "check_concurrency", "check_output_objects", "check_output_stability", "check_persisting_l2",
+    "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "Observer", "become_subreaper",
+    "check_concurrency", "check_output_objects", "descendant_processes", "device_findings", "other_process_work", "check_output_stability", "check_persisting_l2",
     "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
     "memoization_plan", "memoization_probe", "persisting_l2_limit", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
     "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings",

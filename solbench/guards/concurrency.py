@@ -38,15 +38,21 @@ def _native_threads(pid: int) -> frozenset[int]:
         return frozenset()
 
 
-def _proc_stat(pid: str) -> tuple[str, int, int] | None:
-    """(state, ppid, session) of a process, or None if it is gone."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state, field 3 of
+    proc(5)), or None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()  # the command name may contain spaces and ')'
-    return fields[0], int(fields[1]), int(fields[3])
+    return text[text.rfind(")") + 2:].split()  # the command name may contain spaces and ')'
+
+
+def _proc_stat(pid: str) -> tuple[str, int, int] | None:
+    """(state, ppid, session) of a process, or None if it is gone."""
+    fields = stat_fields(pid)
+    return None if fields is None else (fields[0], int(fields[1]), int(fields[3]))
 
 
 def descendant_processes(pid: int) -> frozenset[int]:

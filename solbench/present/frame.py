@@ -202,8 +202,19 @@ def _fill_derived(df: pd.DataFrame) -> None:
         # above MAX_SOL x the time is not a floor the timer read: no attainable SOL then).
         floor = df["t_floor_s"].where(df["t_floor_s"] <= MAX_SOL * df["time_s"])
         df["attainable_sol"] = (np.maximum(df["t_ideal_s"], floor) / df["time_s"]).where(passed & floor.notna())
-    df["timestamp_utc"] = pd.to_datetime(df["timestamp"], errors="coerce", utc=True, format="ISO8601")
+    df["timestamp_utc"] = _timestamps(df["timestamp"])
     df["noisy"] = _noisy_reasons(df)
+
+
+# Dates every formatter (strftime, local time) can show: a record may say 0001-01-01T00:00:00+14:00,
+# which is in year 0 in UTC; outside these it counts as no date at all.
+_FIRST_DATE, _LAST_DATE = pd.Timestamp("1970-01-01", tz="UTC"), pd.Timestamp("9999-12-01", tz="UTC")
+
+
+def _timestamps(text: pd.Series) -> pd.Series:
+    """The records' timestamps in UTC; NaT where unreadable or outside the dates shown."""
+    ts = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    return ts.where((ts >= _FIRST_DATE) & (ts <= _LAST_DATE))
 
 
 NOISY_WHEN_FLAGGED = "noisy timing (flagged when measured)"
@@ -233,10 +244,10 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
     ``spec_path_env`` ($SOLBENCH_SPECS) is part of the cache key: it changes where specs are found.
     """
-    from solbench.data.hardware import load_spec
+    from solbench.data.hardware import load_spec_id
 
     try:
-        spec = load_spec(spec_id)
+        spec = load_spec_id(spec_id)
     except (SpecError, OSError):
         return spec_id
     return spec.based_on if spec.kind == "measured" and spec.based_on else spec_id

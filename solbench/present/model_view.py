@@ -21,17 +21,18 @@ from typing import Any
 
 import pandas as pd
 
-from solbench.data.hardware import HardwareSpec, load_spec
+from solbench.data.hardware import HardwareSpec, load_spec, load_spec_id
 from solbench.data.library import problems_root
 from solbench.data.problem import Problem, find_problems, load_problem
 from solbench.data.rollup import Phase, RollupError, Scenario, in_phase, layer_problems, scenario, workload_at
 from solbench.data.roofline import point
 from solbench.errors import SolbenchError
+from solbench.present.best_known import is_baseline
 from solbench.present.markup import one_line
 
 WHOLE_LAYER_TAG = "whole-layer"
 OP_COLUMNS = ["op", "problem", "runs_per_layer", "workload", "flops", "bytes", "bound", "t_ideal_s", "t_measured_s",
-              "sol", "candidate", "ideal_share", "measured_share", "time_lost_s"]
+              "sol", "candidate", "best_known_sol", "best_known_by", "ideal_share", "measured_share", "time_lost_s"]
 # The scenarios of the report's model sections (and of the committed H200 records).
 REPORT_SCENARIOS = (("decode", 1, 8192), ("decode", 64, 8192), ("prefill", 8192, None))
 
@@ -135,7 +136,7 @@ def pick_gpu(records: pd.DataFrame, names: Iterable[str], gpu: str | None) -> Ha
                           "(scripts/run_model.py), or pass other result files")
     if len(gpus) > 1:
         raise RollupError(f"records of several GPUs ({', '.join(one_line(g, 40) for g in gpus)}): pick one with --gpu")
-    return load_spec(gpus[0])
+    return load_spec_id(gpus[0])  # a record's text: an id, never a path
 
 
 def _op_row(problem: Problem, sc: Scenario, spec: HardwareSpec, record: pd.Series | None) -> dict[str, Any]:
@@ -148,6 +149,18 @@ def _op_row(problem: Problem, sc: Scenario, spec: HardwareSpec, record: pd.Serie
             "workload": w.name if w else None, "flops": pt.flops, "bytes": pt.bytes, "bound": pt.bound,
             "t_ideal_s": pt.t_ideal_s, "t_measured_s": measured, "sol": pt.t_ideal_s / measured,
             "candidate": record["solution"] if record is not None else None, "compute_dtype": problem.compute_dtype}
+
+
+def _with_best_known(ops: pd.DataFrame, results: pd.DataFrame, problems: list[Problem], sc: Scenario,
+                     spec: HardwareSpec) -> pd.DataFrame:
+    """Each op's best library baseline at the scenario: its SOL (``best_known_sol``) and name (NaN / None if none)."""
+    baselines = results[is_baseline(results)] if len(results) else results
+    known = {p.name: best_record(baselines, p, sc, spec.id) if len(baselines) else None for p in problems}
+    runs = dict(zip(ops["problem"], ops["runs_per_layer"], strict=True))
+    ops["best_known_sol"] = [ideal / (float(known[p]["time_s"]) * runs[p]) if known[p] is not None else math.nan
+                             for p, ideal in zip(ops["problem"], ops["t_ideal_s"], strict=True)]
+    ops["best_known_by"] = [known[p]["solution"] if known[p] is not None else None for p in ops["problem"]]
+    return ops
 
 
 def _layer(ops: pd.DataFrame, spec: HardwareSpec, complete: bool) -> dict[str, Any]:
@@ -201,6 +214,7 @@ def model_view(results: pd.DataFrame, model: str, *, phase: Phase = "decode", to
     best = {p.name: best_record(results, p, sc, spec.id, candidates) for p in ops_problems}
     missing = [_missing_line(p, sc, spec.id, candidates) for p in ops_problems if best[p.name] is None]
     ops = pd.DataFrame([_op_row(p, sc, spec, best[p.name]) for p in ops_problems])
+    ops = _with_best_known(ops, results, ops_problems, sc, spec)
     layer = _layer(ops, spec, not missing)
     ops["ideal_share"] = ops["t_ideal_s"] / layer["t_ideal_s"]
     ops["measured_share"] = ops["t_measured_s"] / layer["t_measured_s"] if layer["t_measured_s"] else math.nan

@@ -9,7 +9,6 @@ the bottleneck moving from memory (decode) to compute (prefill) shows as a traje
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,7 +20,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from solbench.data.hardware import HardwareSpec, list_specs, load_spec, spec_dirs
+from solbench.data.hardware import HardwareSpec, list_specs, load_spec_id, spec_dirs
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.chart_style import (
     FIXED_LAYOUT,
@@ -43,7 +42,6 @@ SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float6
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8 e5m2", "int8": "int8"}
 MAX_NUMBERED_PROBLEMS = 64  # a library chart numbers every problem, so each point traces to one
 ROOF_STYLE = {"datasheet": "--", "measured": "-", "estimate": ":"}
-_SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")
 
 
 @dataclass
@@ -98,9 +96,9 @@ def resolve_roofs(gpu: str, records: pd.DataFrame, specs: list[HardwareSpec] | N
     dtypes = sorted({d for d in records["compute_dtype"].dropna()})
     known = {s.id: s for s in (specs if specs is not None else _all_specs())}
     datasheet = known.get(gpu)
-    if datasheet is None and _SPEC_ID.fullmatch(gpu):  # a GPU id from a record: never a path to open
+    if datasheet is None:
         try:
-            datasheet = load_spec(gpu)
+            datasheet = load_spec_id(gpu)  # a GPU id from a record: never a path to open
         except (SpecError, OSError):
             datasheet = None
     measured = None

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result
+from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result, restate
 from solbench.timing.cpu import time_cpu
 
 # Imported eagerly, so the CUDA timer functions are bound when this package is imported, before any
@@ -95,4 +95,4 @@ def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
 
 
 __all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "drive", "Verify", "Edit",
-           "clone_output", "make_result"]
+           "clone_output", "make_result", "restate"]

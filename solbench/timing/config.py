@@ -17,7 +17,7 @@ _monotonic = time.monotonic
 
 METHODS = ("auto", "events", "graph", "cpu")
 DEVICES = ("cpu", "cuda")
-MIN_FLUSH_BYTES = 256 * 2**20  # the smallest L2 flush (CUDA events and the CUPTI cross-check)
+MIN_FLUSH_BYTES = 256 * 2**20  # the L2 flush when the L2's size is unknown (and the CUPTI cross-check's)
 
 
 class TimingError(SolbenchError):
@@ -26,14 +26,22 @@ class TimingError(SolbenchError):
 
 @dataclass
 class TimingConfig:
+    """How one workload is timed. The sample count: at least ``min_samples`` (floor), then until the
+    median's 95% CI is within ``target_rel_ci`` (or one tick of the timer), at most ``max_samples``
+    (ceiling) and ``budget_s`` of sampling. Warm-up: at least ``warmup_min_s`` and every set once,
+    then until the calls settle (``warmup_stable_rel``), at most ``warmup_s``. docs/timing.md."""
+
     device: str = "cpu"  # "cpu" | "cuda"
     budget_s: float = 1.0  # per-workload timing budget (samples stop when it runs out)
-    min_samples: int = 10
-    max_samples: int = 2000
+    min_samples: int = 10  # floor of the sample count
+    max_samples: int = 200  # ceiling of the sample count (a median not known to 1% by then: its CI is recorded)
     target_rel_ci: float = 0.01  # stop when the 95% CI of the median is within +-1%
-    warmup_s: float = 0.05  # warm-up by time
+    warmup_s: float = 0.05  # ceiling of the warm-up, seconds (warm-up by time)
+    warmup_min_s: float = 0.005  # floor of the warm-up, seconds
+    warmup_stable_rel: float = 0.02  # warm-up is over when the last 5 calls' median is this close to the 5 before
     method: str = "auto"  # "auto" | "events" | "graph" | "cpu"
-    l2_bytes: int | None = None  # flush size = max(2*l2_bytes, 256 MiB) on CUDA if given
+    l2_bytes: int | None = None  # CUDA: flush = flush_l2_factor x l2_bytes (the device's L2 when None)
+    flush_l2_factor: float = 2.0  # the flush writes this many times the L2's size
     cupti: bool = True  # CUDA: time every stream from CUPTI activity records (events become the cross-check)
     # Beyond the engine's contract: knobs with safe defaults.
     graph_threshold_s: float = 20e-6  # auto picks graph below this first-estimate call time
@@ -56,8 +64,10 @@ class TimingConfig:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise TimingError(f"timing samples: need 1 <= min_samples ({self.min_samples}) "
                               f"<= max_samples ({self.max_samples})")
-        if self.budget_s <= 0 or self.warmup_s < 0 or self.target_rel_ci <= 0:
-            raise TimingError("timing budget_s and target_rel_ci must be > 0 and warmup_s >= 0")
+        if self.budget_s <= 0 or self.warmup_s < 0 or self.warmup_min_s < 0 or self.target_rel_ci <= 0:
+            raise TimingError("timing budget_s and target_rel_ci must be > 0, warmup_s and warmup_min_s >= 0")
+        if self.flush_l2_factor < 1:
+            raise TimingError(f"timing flush_l2_factor {self.flush_l2_factor}: the flush must cover the L2 (>= 1)")
 
 
 @dataclass
@@ -90,16 +100,36 @@ class TimingResult:
         return d
 
 
+def statistics_of(samples_s: list[float]) -> dict[str, Any]:
+    """The result's statistics of these samples (median, p10, p90, IQR, min, mean, n, CI), by field."""
+    s = summarize(samples_s)
+    return {"median_s": s.median, "p10_s": s.p10, "p90_s": s.p90, "iqr_s": s.iqr, "min_s": s.min, "mean_s": s.mean,
+            "n": s.n, "ci95_rel": s.ci95_rel}
+
+
 def make_result(samples_s: list[float], *, method: str, method_reason: str, flush_bytes: int,
                 warmup_calls: int, stop_reason: str, **extra: Any) -> TimingResult:
     """A TimingResult with the statistics computed from the samples."""
-    s = summarize(samples_s)
-    return TimingResult(
-        samples_s=list(samples_s), median_s=s.median, p10_s=s.p10, p90_s=s.p90, iqr_s=s.iqr,
-        min_s=s.min, mean_s=s.mean, n=s.n, ci95_rel=s.ci95_rel, method=method,
-        method_reason=method_reason, flush_bytes=flush_bytes, warmup_calls=warmup_calls,
-        stop_reason=stop_reason, **extra,
-    )
+    return TimingResult(samples_s=list(samples_s), method=method, method_reason=method_reason, flush_bytes=flush_bytes,
+                        warmup_calls=warmup_calls, stop_reason=stop_reason, **statistics_of(samples_s), **extra)
+
+
+MAX_SAMPLES_IN_REPLY = 1_000_000
+
+
+def restate(timing: dict[str, Any]) -> dict[str, Any]:
+    """A worker's timing reply with every statistic recomputed from its raw ``samples_s``: the parent
+    never takes the worker's summary on its word. Raises TimingError (one line) when the samples
+    are not a non-empty list of positive, finite seconds."""
+    samples = timing.get("samples_s")
+    if not isinstance(samples, list) or not 0 < len(samples) <= MAX_SAMPLES_IN_REPLY:
+        raise TimingError("timing samples_s is not a non-empty list of samples")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf") for x in samples):
+        raise TimingError("timing samples_s holds a value that is not a positive, finite time")
+    stats = statistics_of([float(x) for x in samples])
+    if stats["ci95_rel"] == float("inf"):
+        stats["ci95_rel"] = None  # as TimingResult.as_dict records it
+    return timing | stats
 
 
 def clone_output(out: Any) -> Any:

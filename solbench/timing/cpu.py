@@ -10,7 +10,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from solbench.timing.config import TimingConfig, TimingResult, _perf_counter_ns, clone_output, make_result
-from solbench.timing.stats import StopRule
+from solbench.timing.stats import StopRule, WarmupRule
 from solbench.timing.verify import Verify
 
 
@@ -19,12 +19,18 @@ def time_cpu(sets: Sequence[Sequence[Any]], config: TimingConfig,
     clock = _perf_counter_ns
     n_sets = len(sets)
     last: dict[int, Any] = {}
-    # Warm-up by time; every set at least once so first-touch costs of each set are paid here.
-    warm_calls = 0
-    t_end = clock() + int(config.warmup_s * 1e9)
-    while warm_calls < n_sets or clock() < t_end:
-        yield sets[warm_calls % n_sets]
-        warm_calls += 1
+    # Warm-up by time, all of warmup_s (the floor is the ceiling here: the early end when calls settle
+    # saves device time on a GPU; on the CPU the calls' own caches and clocks settle more slowly than
+    # five calls show); every set at least once so first-touch costs of each set are paid here.
+    warm = WarmupRule(n_sets, config.warmup_s, config.warmup_s, config.warmup_stable_rel, min_calls=1)
+    warm_times: list[float] = []
+    w0 = clock()
+    while not warm.done(warm_times, clock() - w0):
+        t0 = clock()
+        yield sets[len(warm_times) % n_sets]
+        warm_times.append((clock() - t0) * 1e-9)
+    warm_calls = len(warm_times)
+    warmup_wall_s = (clock() - w0) * 1e-9
 
     rule = StopRule(config.min_samples, config.max_samples, config.target_rel_ci, int(config.budget_s * 1e9))
     samples: list[float] = []
@@ -45,5 +51,6 @@ def time_cpu(sets: Sequence[Sequence[Any]], config: TimingConfig,
     if k is not None:
         verify.keep_refresh((yield sets[k]))
     result = make_result(samples, method="cpu", method_reason="device is cpu: perf_counter_ns around each call",
-                         flush_bytes=0, warmup_calls=warm_calls, stop_reason=reason)
+                         flush_bytes=0, warmup_calls=warm_calls, stop_reason=reason,
+                         details={"warmup_s": warmup_wall_s, "sampling_s": (clock() - t_start) * 1e-9})
     return result, last

@@ -1,7 +1,8 @@
 """CUDA timing loops: per-call events behind a spin kernel, and CUDA-graph batches.
 
 Events keep the L2 cold: before every timed call, outside its timed window, a write over
-max(2 x L2, 256 MiB) (``buf.zero_()``), and every call runs on the next rotating input set. A candidate that pins data with a persisting-L2 access window is undone by
+2 x L2 (``buf.zero_()``; 256 MiB when the L2's size is unknown), and every call runs on the next
+rotating input set. A candidate that pins data with a persisting-L2 access window is undone by
 ``cudaCtxResetPersistingL2Cache`` before each sample (best effort; the outcome is recorded).
 
 Events: ``flush; spin; start; fn(i); end; synchronize``. The spin kernel (``torch.cuda._sleep``)
@@ -12,8 +13,9 @@ spin is sized from the measured host enqueue time and grows if the host falls be
 Graph (``solbench.timing.graph``): N back-to-back calls in one graph, ``flush; spin; start; replay; end``,
 per call = replay / N; no flush between calls (the L2 policy is in the method reason).
 
-All streams (``TimingConfig.cupti``, on by default): the sample loop runs inside a CUPTI trace
-of the whole context (solbench.timing.cupti), every sample ends with a device-wide synchronize,
+All streams (``TimingConfig.cupti``, on by default): the sample loop runs inside CUPTI traces
+of the whole context (solbench.timing.cupti), in chunks: after each chunk the trace is read and the
+stop rule tests the CI of the spans themselves. Every sample ends with a device-wide synchronize,
 and a sample's time is the span of every kernel, copy and memset between its delimiter and the
 next one, on any stream and from any thread. Work a candidate hides on another stream, or delays
 past the end event, is counted. The events stay as a cross-check (``result.cupti``).
@@ -50,7 +52,7 @@ from solbench.timing.config import (
 )
 from solbench.timing.cudart import libcudart
 from solbench.timing.graph import batch_calls, capture, l2_policy
-from solbench.timing.stats import StopRule
+from solbench.timing.stats import StopRule, WarmupRule, grid_step
 from solbench.timing.verify import Verify
 
 Args = Sequence[Any]  # one call's arguments: what the loops yield (see solbench.timing.timing_plan)
@@ -67,6 +69,8 @@ _Stream = torch.cuda.Stream
 _stream_ctx = torch.cuda.stream
 
 SPIN_MIN_S = 10e-6
+TICK_MIN_SAMPLES = 20  # spans read before their grid counts as the timer's tick
+SPIN_HZ_CYCLES = 200_000  # ~0.1 ms at full clock: enough to convert seconds to spin cycles
 SPIN_MAX_S = 5e-3
 CLOCK_CHUNK = 16  # events samples between clock snapshots
 # Graph time below half the eager estimate *and* this much below it: the captured work differs.
@@ -94,7 +98,9 @@ def l2_bytes_for(config: TimingConfig, device: torch.device) -> int:
 
 
 def flush_bytes_for(config: TimingConfig, device: torch.device) -> int:
-    return max(2 * l2_bytes_for(config, device), MIN_FLUSH_BYTES)
+    """``flush_l2_factor`` x the L2 (the run's spec, else the device's); 256 MiB if neither knows it."""
+    l2 = l2_bytes_for(config, device)
+    return int(config.flush_l2_factor * l2) // 4 * 4 if l2 > 0 else MIN_FLUSH_BYTES
 
 
 class _PersistingL2Reset:
@@ -140,6 +146,7 @@ class _Setup:
         self.spin_hz = self._measure_spin_hz()
         self.spin_s = 50e-6
         self.probe = None
+        self.clock0 = _perf_counter_ns()
         if config.clock_probe:
             try:
                 from solbench.timing.clockprobe import ClockProbe, nvml_max_sm_mhz
@@ -189,7 +196,7 @@ class _Setup:
     def _measure_spin_hz(self) -> float:
         """Cycles per second of torch's spin kernel right now (to convert seconds to cycles)."""
         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
-        cycles = 2_000_000
+        cycles = SPIN_HZ_CYCLES
         best = math.inf
         for _ in range(3):
             _record(s, self.stream)
@@ -254,22 +261,25 @@ def _events_sample(st: _Setup, args: Args, start: Any, end: Any) -> Generator[Ar
 
 
 def _warmup(st: _Setup, sets: Sequence[Args]) -> Generator[Args, Any, tuple[int, float]]:
-    """Warm up by time with real timed calls; returns (calls, first estimate of one call in s)."""
+    """Warm up by time with real timed calls (solbench.timing.stats.WarmupRule: every set once, at
+    least ``warmup_min_s``, then until the calls settle, at most ``warmup_s``); returns (calls,
+    first estimate of one call in s)."""
     n_sets = len(sets)
+    cfg = st.config
+    rule = WarmupRule(n_sets, cfg.warmup_min_s, cfg.warmup_s, cfg.warmup_stable_rel, min_calls=3)
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     times: list[float] = []
     hosts: list[float] = []
-    t_end = _perf_counter_ns() + int(st.config.warmup_s * 1e9)
-    n = 0
-    while n < max(3, n_sets) or _perf_counter_ns() < t_end:
-        t, h, _ = yield from _events_sample(st, sets[n % n_sets], start, end)
+    t0 = _perf_counter_ns()
+    while not rule.done(times, _perf_counter_ns() - t0):
+        t, h, _ = yield from _events_sample(st, sets[len(times) % n_sets], start, end)
         times.append(t)
         hosts.append(h)
         st.fit_spin(hosts[-20:])
-        n += 1
     st.spin_hz = st._measure_spin_hz()  # clocks are up now
+    st.details["warmup_s"] = (_perf_counter_ns() - t0) * 1e-9
     recent = sorted(times[-9:])  # the median of the latest calls: warm, and robust to a stray one
-    return n, recent[len(recent) // 2]
+    return len(times), recent[len(recent) // 2]
 
 
 class _ClockChunks:
@@ -298,52 +308,108 @@ class _ClockChunks:
         return info, flags
 
 
+class _EventsRun:
+    """The state of one events sample loop: samples, host enqueue times, last outputs, clocks."""
+
+    def __init__(self, st: _Setup, sets: Sequence[Args], verify: Verify):
+        self.st, self.sets, self.verify = st, sets, verify
+        self.start, self.end = _Event(enable_timing=True), _Event(enable_timing=True)
+        self.samples: list[float] = []
+        self.hosts: list[float] = []
+        self.exposed = 0
+        self.last: dict[int, Any] = {}
+        self.clocks = _ClockChunks(st)
+        self.clocks.mark(0)
+
+    def sample(self) -> Generator[Args, Any, None]:
+        """One timed call, the parent's checks around it (outside the window), clocks every chunk."""
+        st = self.st
+        spin_s = st.spin_s
+        i = self.verify.before()  # the parent's edits, before the flush: outside the window, out of L2
+        t, h, out = yield from _events_sample(st, self.sets[i], self.start, self.end)
+        st.end_sample()
+        self.samples.append(t)
+        self.hosts.append(h)
+        if h > spin_s:  # the host was still enqueueing when the spin ended: a gap may be timed
+            self.exposed += 1
+            st.fit_spin(self.hosts[-20:])
+        self.last[i] = clone_output(out)
+        self.verify.after(out)
+        if len(self.samples) % CLOCK_CHUNK == 0:
+            self.clocks.mark(len(self.samples))
+
+    def until(self, stop: Callable[[], str | None]) -> Generator[Args, Any, str]:
+        """Samples until ``stop()`` gives a reason (tested after each sample); returns it."""
+        while True:
+            yield from self.sample()
+            reason = stop()
+            if reason:
+                return reason
+
+    def finish(self) -> None:
+        st, n = self.st, len(self.samples)
+        if n % CLOCK_CHUNK:
+            self.clocks.mark(n)
+        _synchronize()
+        st.details.update(spin_s=st.spin_s, spin_hz=st.spin_hz, host_enqueue_median_s=sorted(self.hosts)[n // 2],
+                          launch_gap_exposed=self.exposed / n)
+        if self.exposed / n > 0.1:
+            st.flags.append("launch_gap_exposed")
+        st.details["_clocks"] = self.clocks
+
+
 def _events_loop(st: _Setup, sets: Sequence[Args],
                  verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
-    with st.traced() as trace:
-        samples, last, reason = yield from _events_samples(st, sets, verify)
-    st.details["_all_streams"] = st.all_stream_stats(trace, len(samples))
-    return samples, last, reason
-
-
-def _events_samples(st: _Setup, sets: Sequence[Args],
-                    verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
     cfg = st.config
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, int(cfg.budget_s * 1e9))
-    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    samples: list[float] = []
-    hosts: list[float] = []
-    exposed = 0
-    last: dict[int, Any] = {}
-    clocks = _ClockChunks(st)
-    clocks.mark(0)
+    run = _EventsRun(st, sets, verify)
     t0 = _perf_counter_ns()
+    reason, stats = None, None
+    if cfg.cupti:
+        reason, stats = yield from _traced_chunks(st, run, rule, t0)
+    if reason is None:  # events only (or the trace could not be cut): the stop rule on event times
+        reason = yield from run.until(lambda: rule.should_stop(run.samples, _perf_counter_ns() - t0))
+    st.details["_all_streams"] = stats
+    st.details["sampling_s"] = (_perf_counter_ns() - t0) * 1e-9
+    run.finish()
+    return run.samples, run.last, reason
+
+
+def _traced_chunks(st: _Setup, run: _EventsRun, rule: StopRule,
+                   t0: int) -> Generator[Args, Any, tuple[str | None, list[dict] | None]]:
+    """Samples in chunks, each inside its own CUPTI trace; after each chunk the stop rule tests the
+    CI of every stream's spans so far (the samples the result reports). Returns (stop reason, the
+    per-sample span statistics); (None, None) when a trace could not be cut into its samples (the
+    caller goes on by events; the flag is set)."""
+    stats: list[dict] = []
+    traces = 0
     while True:
-        spin_s = st.spin_s
-        i = verify.before()  # the parent's edits, before the flush: outside the window, out of L2
-        t, h, out = yield from _events_sample(st, sets[i], start, end)
-        st.end_sample()
-        samples.append(t)
-        hosts.append(h)
-        if h > spin_s:  # the host was still enqueueing when the spin ended: a gap may be timed
-            exposed += 1
-            st.fit_spin(hosts[-20:])
-        last[i] = clone_output(out)
-        verify.after(out)
-        if len(samples) % CLOCK_CHUNK == 0:
-            clocks.mark(len(samples))
-        reason = rule.should_stop(samples, _perf_counter_ns() - t0)
-        if reason:
-            break
-    if len(samples) % CLOCK_CHUNK:
-        clocks.mark(len(samples))
-    _synchronize()
-    st.details.update(spin_s=st.spin_s, spin_hz=st.spin_hz, host_enqueue_median_s=sorted(hosts)[len(hosts) // 2],
-                      launch_gap_exposed=exposed / len(samples))
-    if exposed / len(samples) > 0.1:
-        st.flags.append("launch_gap_exposed")
-    st.details["_clocks"] = clocks
-    return samples, last, reason
+        n0 = len(run.samples)
+        end = n0 + rule.next_chunk(n0)
+
+        def stop(end: int = end) -> str | None:
+            n = len(run.samples)
+            return rule.limit(n, _perf_counter_ns() - t0) or ("chunk" if n >= end else None)
+
+        with st.traced() as trace:
+            reason = yield from run.until(stop)
+        traces += 1
+        st.details["cupti_traces"] = traces
+        chunk = st.all_stream_stats(trace, len(run.samples) - n0)
+        if chunk is None:
+            return (None if reason == "chunk" else reason), None
+        stats += chunk
+        if reason != "chunk":
+            return reason, stats
+        spans = [c["span_s"] for c in stats]
+        # The spans' tick (CUPTI spans come in 0.25 us steps on the H200): a median known to one
+        # tick is known as well as this timer can tell (solbench.timing.stats.ci_met). Read from
+        # enough spans that three values on a coarser grid by chance are not taken for it.
+        rule.resolution_s = st.details["span_tick_s"] = grid_step(spans) if len(spans) >= TICK_MIN_SAMPLES else 0.0
+        met = rule.ci_met(spans)
+        st.details.setdefault("ci_checks", []).append([len(stats), rule.last_ci_rel])
+        if met:
+            return "ci_target", stats
 
 
 def _graph_loop(st: _Setup, sets: Sequence[Args], est_s: float,
@@ -470,6 +536,8 @@ def _events_refresh(st: _Setup, sets: Sequence[Args], verify: Verify) -> Generat
 def _events_samples_corrected(st: _Setup, sets: Sequence[Args],
                               verify: Verify) -> Generator[Args, Any, tuple[list[float], dict[int, Any], str]]:
     raw, last, stop = yield from _events_loop(st, sets, verify)
+    if st.details.get("_all_streams") is None and st.config.subtract_overhead and "empty_window_s" not in st.details:
+        st.measure_empty_window()  # the event times are the result: take the timer's own cost off
     # Never subtract more than half the fastest sample: a bad empty-window reading cannot turn a
     # real call into nothing.
     overhead = min(st.empty_window_s if st.config.subtract_overhead else 0.0, 0.5 * min(raw))
@@ -507,11 +575,12 @@ def time_cuda(sets: Sequence[Args], config: TimingConfig,
     st = _Setup(config)
     warm_calls, est_s = yield from _warmup(st, sets)
     st.details["events_estimate_s"] = est_s
-    st.measure_empty_window()
     if config.cupti:
         st.learn_delimiters()
 
     method, reason = _choose_method(config, est_s)
+    if method == "graph" or not config.cupti:  # with the all-stream timer the events need it only if the trace fails
+        st.measure_empty_window()
     samples = None
     if method == "graph":
         samples, last, stop, reason = yield from _graph_samples(st, sets, est_s, reason, verify)

@@ -116,21 +116,81 @@ def summarize(samples: list[float] | np.ndarray) -> Summary:
     )
 
 
-class StopRule:
-    """Adaptive sample count: at least `min_samples`, stop when the median's 95% CI is within
-    `target_rel_ci`, when the budget is spent, or at `max_samples`.
+def grid_step(values: list[float] | np.ndarray) -> float:
+    """The resolution of a clock as its readings show it: the smallest gap between distinct values
+    when every value sits on that grid (at least 3 distinct values), else 0. CUPTI timestamps come
+    in 0.25 us steps on the H200, so every span of a 2.5 us kernel is 2.25, 2.5 or 2.75 us."""
+    a = np.unique(np.asarray(values, dtype=float))
+    if a.size < 3:
+        return 0.0
+    step = float(np.min(np.diff(a)))
+    if step <= 0:
+        return 0.0
+    off = (a - a[0]) / step
+    return step if bool(np.all(np.abs(off - np.round(off)) < 1e-3)) else 0.0
 
-    The CI test sorts the samples, so it runs on a schedule (every ~2% more samples) rather than
-    after every sample: the cost stays O(n log n) per check and negligible next to a kernel.
+
+def ci_half_width(samples: list[float] | np.ndarray) -> float:
+    """Half-width (the wider side) of the median's 95% CI, in the samples' unit; inf if unknown."""
+    ci = median_ci(samples)
+    if ci is None:
+        return math.inf
+    med = float(np.median(samples))
+    return max(med - ci[0], ci[1] - med)
+
+
+def ci_met(samples: list[float] | np.ndarray, target_rel_ci: float, resolution_s: float = 0.0) -> bool:
+    """Is the median's 95% CI within +-target_rel_ci of it, or within one tick of the timer
+    (``resolution_s``: a median known to one tick is known as well as that timer can tell)?"""
+    half = ci_half_width(samples)
+    if half == math.inf:
+        return False
+    med = float(np.median(samples))
+    return med > 0 and half <= max(target_rel_ci * med, resolution_s * (1 + 1e-6))  # a tick, up to rounding
+
+
+class StopRule:
+    """Adaptive sample count: at least `min_samples` (the floor), stop when the median's 95% CI is
+    within `target_rel_ci` (or one tick of the timer, ``resolution_s``: :func:`ci_met`), when the budget is
+    spent, or at `max_samples` (the ceiling).
+
+    Two ways to drive it. Per sample (:meth:`should_stop`): the CI test sorts the samples, so it
+    runs on a schedule (every ~2% more samples) rather than after every sample. In chunks
+    (:meth:`next_chunk`, :meth:`limit`, :meth:`ci_met`): for samples that are only known once a
+    chunk is over (the CUPTI spans of a trace), the CI is tested after each chunk; chunks grow by
+    half the samples so far, so the checks cost O(log n) traces.
     """
 
-    def __init__(self, min_samples: int, max_samples: int, target_rel_ci: float, budget_ns: int):
+    def __init__(self, min_samples: int, max_samples: int, target_rel_ci: float, budget_ns: int,
+                 resolution_s: float = 0.0):
+        self.resolution_s = resolution_s  # the timer's tick; may be learnt while sampling
         self.min_samples = max(1, min_samples)
         self.max_samples = max(self.min_samples, max_samples)
         self.target_rel_ci = target_rel_ci
         self.budget_ns = budget_ns
         self._next_check = self.min_samples
         self.last_ci_rel = math.inf
+
+    def ci_met(self, samples: list[float]) -> bool:
+        """The CI test (also records ``last_ci_rel``)."""
+        self.last_ci_rel = median_ci_rel(samples)
+        return len(samples) >= self.min_samples and ci_met(samples, self.target_rel_ci, self.resolution_s)
+
+    def limit(self, n: int, elapsed_ns: int) -> str | None:
+        """The ceiling or the budget reached (never before the floor), or None."""
+        if n < self.min_samples:
+            return None
+        if n >= self.max_samples:
+            return "max_samples"
+        if elapsed_ns >= self.budget_ns:
+            return "budget"
+        return None
+
+    def next_chunk(self, n: int) -> int:
+        """How many samples to take before the next CI check, with ``n`` taken so far."""
+        if n < self.min_samples:
+            return self.min_samples - n
+        return max(1, min(max(n // 2, self.min_samples // 2), self.max_samples - n))
 
     def should_stop(self, samples: list[float], elapsed_ns: int) -> str | None:
         """The stop reason, or None to keep sampling."""
@@ -141,9 +201,44 @@ class StopRule:
             return "max_samples"
         if n >= self._next_check:
             self._next_check = n + max(1, n // 50)
-            self.last_ci_rel = median_ci_rel(samples)
-            if self.last_ci_rel <= self.target_rel_ci:
+            if self.ci_met(samples):
                 return "ci_target"
         if elapsed_ns >= self.budget_ns:
             return "budget"
         return None
+
+
+class WarmupRule:
+    """Warm-up by time: every set at least once and at least ``min_calls``; then stop once
+    ``min_s`` has passed and the calls have settled (the median of the last ``window`` calls within
+    ``stable_rel`` of the median of the ``window`` before, or ``resolution_s``), or at ``max_s``
+    whatever the calls do.
+
+    What warm-up is for (lazy initialisation, autotuning, clocks leaving idle) shows as calls that
+    are still getting faster; once they are not, more warm-up only costs device time.
+    """
+
+    def __init__(self, n_sets: int, min_s: float, max_s: float, stable_rel: float,
+                 min_calls: int = 3, window: int = 5, resolution_s: float = 0.0):
+        self.resolution_s = resolution_s
+        self.min_calls = max(min_calls, n_sets)
+        self.max_ns = int(max_s * 1e9)
+        self.min_ns = min(int(min_s * 1e9), self.max_ns)  # the ceiling wins: warmup_s=0 is no timed warm-up
+        self.stable_rel = stable_rel
+        self.window = window
+
+    def settled(self, times: list[float]) -> bool:
+        w = self.window
+        if len(times) < 2 * w:
+            return False
+        now, before = float(np.median(times[-w:])), float(np.median(times[-2 * w:-w]))
+        tol = max(self.stable_rel * before, self.resolution_s)
+        return abs(now - before) <= tol
+
+    def done(self, times: list[float], elapsed_ns: int) -> bool:
+        """Whether warm-up is over after these call times, ``elapsed_ns`` into it."""
+        if len(times) < self.min_calls:
+            return False
+        if elapsed_ns >= self.max_ns:
+            return True
+        return elapsed_ns >= self.min_ns and self.settled(times)

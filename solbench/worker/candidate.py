@@ -72,8 +72,14 @@ def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:
     out = []
     for f in files:
         name = f.stem if stems.count(f.stem) == 1 else f"{f.parent.name}/{f.stem}"
-        out.append(CandidateFile(f, name, hashlib.sha256(f.read_bytes()).hexdigest()))
+        out.append(CandidateFile(f, printable_name(name), hashlib.sha256(f.read_bytes()).hexdigest()))
     return out
+
+
+def printable_name(name: str) -> str:
+    """A file name as it is shown and recorded: control characters escaped (``\\n``, ``\\x1b``), so a
+    name with a newline cannot start a line of its own in the progress output or a log."""
+    return name if name.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 DEVICE_REQUIREMENT = "device:cuda"  # in REQUIRES: the candidate runs only where a CUDA device is present

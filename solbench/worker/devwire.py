@@ -65,6 +65,8 @@ def reply_area_bytes(header: dict[str, Any]) -> int:
     if header.get("op") == "time":
         verify = header.get("verify") or {}
         return per_call * (len(header.get("sets", ())) + len(verify.get("keep", ())) + 1)
+    if header.get("op") == "burst":
+        return per_call * int(header.get("calls", 0))
     return 0
 
 

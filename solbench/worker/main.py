@@ -36,6 +36,15 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
 ``{"op": "profile", "inputs": [value...], "expect": [...]}``
     As ``call``, with the call alone between cudaProfilerStart and cudaProfilerStop (and in an NVTX
     range ``solbench.profile``): what Nsight Compute collects under ``solbench profile``.
+``{"op": "burst", "calls": n, "edits": [...], "expect": [...]}``
+    After a ``time`` request: ``n`` calls back to back on the sets that timing used (as it left them),
+    with the parent's edits between calls; the parent clocks the request from outside
+    (:mod:`solbench.worker.burst`, :mod:`solbench.engine.burst`). -> ``{"ok": true, "outputs": [[output...]
+    per call], "findings": []}``.
+``{"op": "burst_prepare", "calls": n, "expect": [...]}``
+    Before a burst, untimed: room for its outputs, allocated and touched. -> ``{"ok": true}``.
+``{"op": "ping"}``
+    -> ``{"ok": true}`` at once: the parent's measure of an empty request's round trip.
 ``{"op": "exit"}``
     The worker exits 0.
 
@@ -73,6 +82,7 @@ from typing import Any
 from solbench.guards import setup_worker, worker_findings, worker_probe
 from solbench.guards.fingerprints import same_bytes
 from solbench.timing import drive
+from solbench.worker.burst import burst_plan, output_buffers, stage_edits
 
 # Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
 # and a bound on what it can write to disk (its log, build caches).
@@ -153,6 +163,8 @@ class Worker:
         # The device route's pool (solbench.worker.devwire.WorkerPool), set by serve: while it serves a
         # request, the inputs are views of memory shared with the parent, which checks them itself.
         self.pool: Any = None
+        self.timed_sets: list[list[Any]] | None = None  # the last timing's sets, for a burst after it
+        self.burst_buffers: list[list[Any]] | None = None  # room for a burst's outputs (burst_prepare)
 
     def _shared(self, v: Any) -> int | None:
         """Which tensor of a device-route request ``v`` is, or None (not one, or another route)."""
@@ -286,8 +298,10 @@ class Worker:
     def handle(self, msg: dict) -> dict:
         """A ``call``, ``profile`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
         op = msg.get("op")
-        plan = self.call(msg) if op == "call" else self.profiled(msg) if op == "profile" else self.time(msg)
-        return drive(plan, self.run)
+        if op != "burst":
+            self.timed_sets = None
+        plans = {"call": self.call, "profile": self.profiled, "time": self.time, "burst": self.burst}
+        return drive(plans[op](msg), self.run)
 
     def call(self, msg: dict) -> Any:
         """The plan of a ``call`` request: one call on fresh device copies of the inputs."""
@@ -352,11 +366,42 @@ class Worker:
             k = verify.refresh_set
             refresh = {"set": k, "outputs": self._describe(verify.refreshed, expect, sets[k])}
         sets_after = [self._after(s, sh, p) for s, sh, p in zip(sets, shapes, pristine, strict=True)]
+        self.timed_sets = sets
         context: dict[str, Any] = {"sets": sets, "timing": result}
         if self.findings_hook is not None:  # the guards' own calls: through the same call path
             context["memo"] = yield from worker_probe(context)
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "samples": verify.sample,
                 "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
+
+
+    def burst_prepare(self, msg: dict) -> dict:
+        """Room for the next burst's outputs (:func:`solbench.worker.burst.output_buffers`), untimed."""
+        self.burst_buffers = None
+        self.burst_buffers = output_buffers(int(msg["calls"]), msg["expect"], self.device)
+        self._sync()
+        return {"ok": True}
+
+    def burst(self, msg: dict) -> Any:
+        """The plan of a ``burst`` request: back-to-back calls on the last timing's sets (module docstring)."""
+        sets = self.timed_sets
+        if sets is None:
+            return {"ok": False, "kind": "protocol", "message": "a burst needs a timing before it"}
+        calls = int(msg["calls"])
+        staged = stage_edits(sets, msg.get("edits"), calls)
+        buffers, self.burst_buffers = self.burst_buffers, None
+        self._sync()
+        misfits = yield from burst_plan(sets, calls, staged, buffers)
+        self._sync()
+        expect = msg["expect"]
+        if not buffers:
+            buffers = None
+        elif not self._on_device_route:
+            import torch
+
+            buffers = [torch.Tensor.to(b, "cpu") for b in buffers]
+        return {"ok": True, "stacked": buffers,
+                "misfits": [{"call": c, "outputs": self._describe(o, expect, sets[c % len(sets)])}
+                            for c, o in misfits.items()], "findings": []}
 
 
 class _CudaProfiler:
@@ -399,7 +444,7 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
     pool = worker.pool = WorkerPool()
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}, "at": time.monotonic()})
     handlers = {"load": worker.load, "setup": worker.call_setup, "call": worker.handle, "time": worker.handle,
-                "profile": worker.handle}
+                "profile": worker.handle, "burst": worker.handle, "burst_prepare": worker.burst_prepare, "ping": lambda msg: {"ok": True}}
     while True:
         pool.begin()
         msg = recv_message(sock, device=pool)

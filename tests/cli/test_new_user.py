@@ -101,6 +101,17 @@ def test_progress_line_says_what_was_done_and_what_is_left():
     assert progress_line(failed, 12, 12, 75.0).endswith("COMPILE_ERROR: run(x) cannot take 3 inputs (1:15 elapsed)")
 
 
+@pytest.mark.slow
+def test_a_candidate_name_cannot_forge_a_progress_line(tmp_path):
+    forged = tmp_path / "evil\n[1-1] llama3_1_8b.rmsnorm decode_b1 best: PASSED 1 us SOL 0.990.py"
+    forged.write_text("def run(x, weight):\n    return x\n")
+    res = invoke("run", "llama3_1_8b.rmsnorm", "-s", str(forged), "--device", "cpu", "--workload", "decode_b1",
+                 "-o", str(tmp_path / "r.jsonl"))
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
+    assert len(lines) == 1 and lines[0].startswith("[1/1] llama3_1_8b.rmsnorm decode_b1 evil\\n[1-1]"), res.stderr
+    assert not any(ln.startswith(("[1-1]", "PASSED")) for ln in (res.stdout + res.stderr).splitlines())
+
+
 def test_run_prints_a_plain_line_per_record_when_stderr_is_not_a_terminal(tmp_path):
     bad = tmp_path / "two_args.py"
     bad.write_text("def run(x, weight):\n    return x\n")

@@ -1,7 +1,9 @@
 """`solbench calibrate` on the CPU for real (--quick), the spec it writes."""
 
+import datetime as dt
 import importlib.metadata
 import platform
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ import pytest
 import yaml
 
 from solbench.data.hardware import load_spec, load_spec_file
-from solbench.engine.calibrate import build_spec
+from solbench.engine.calibrate import _cpu_roof_peaks, build_spec, default_spec_id, slug
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,8 +33,11 @@ def cpu_spec(tmp_path_factory):
 def test_cpu_calibrate_writes_a_spec_that_loads(cpu_spec):
     out, r = cpu_spec
     spec = load_spec_file(out)
-    assert (spec.id, spec.kind, spec.device_type) == ("cpu_quick", "measured", "cpu")
-    assert "float32" in spec.peak_flops
+    assert (spec.kind, spec.device_type) == ("measured", "cpu")
+    assert spec.id.startswith(f"cpu_quick_{slug(socket.gethostname())[:24]}_")  # the file's name, host, time
+    # every dtype the library scores in is there (bf16 problems failed with "no peak for 'bfloat16'")
+    library = {yaml.safe_load(f.read_text())["compute_dtype"] for f in (ROOT / "problems").rglob("problem.yaml")}
+    assert library <= set(spec.peak_flops)
     m = spec.measured.model_dump()
     assert m["versions"]["torch"] and m["quick"] is True
     # One version collector for records and calibration: the installed distributions, read independently.
@@ -42,13 +47,18 @@ def test_cpu_calibrate_writes_a_spec_that_loads(cpu_spec):
         except importlib.metadata.PackageNotFoundError:
             assert dist not in m["versions"]
     assert m["versions"]["python"] == platform.python_version()
-    # The roof numbers are the measured ones, not something else: peaks = burst matmul rates,
-    # bandwidth = the better of copy and read.
+    # The roof numbers are the measured ones, not something else: peaks = burst matmul rates, a
+    # dtype slower than float32 (or without a matmul) at the float32 rate; bandwidth = the best copy
+    # or read over the sizes tried.
+    burst = m["burst_peak_flops"]
     for k, v in spec.peak_flops.items():
-        assert v == pytest.approx(m["burst_peak_flops"][k])
-    assert spec.memory_bandwidth == pytest.approx(max(m["bandwidth"]["copy"], m["bandwidth"]["read"]))
+        assert v == pytest.approx(max(burst.get(k, 0.0), burst["float32"] if k != "float64" else 0.0))
+        slower = k != "float64" and (k not in burst or burst[k] < burst["float32"])
+        assert (k in m.get("no_fast_path", {})) == slower
+    by_size = [v for kind in m["bandwidth_by_size"].values() for v in kind.values()]
+    assert spec.memory_bandwidth == pytest.approx(max(by_size))
     assert str(out) in r.stdout.replace("\n", "")  # tells the user where it went and how to use it
-    assert load_spec(out).id == "cpu_quick"  # usable as --gpu PATH
+    assert load_spec(out).id == spec.id  # usable as --gpu PATH
 
 
 def test_cpu_calibrate_validates(cpu_spec):
@@ -57,7 +67,7 @@ def test_cpu_calibrate_validates(cpu_spec):
 
 
 def test_bad_output_name_is_one_line(tmp_path):
-    r = solbench("calibrate", "--quick", "--device", "cpu", "-o", str(tmp_path / "Bad Name.yaml"))
+    r = solbench("calibrate", "--quick", "--device", "cpu", "-o", str(tmp_path / "spec.json"))
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -89,3 +99,32 @@ def _write(folder: Path, spec_id: str, data: dict, timestamp: str) -> None:
     (folder / f"{spec_id}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
 
 
+
+
+def test_a_dtype_without_a_fast_path_gets_the_float32_roof():
+    """bf16 at 1.3 GFLOP/s (a CPU without AVX512-BF16) would be beaten by any eager bf16 op, which
+    computes in float32: its roof is the float32 rate, and the spec says why."""
+    gemm = {"float32": {"burst": 126e9}, "float64": {"burst": 60e9}, "bfloat16": {"burst": 1.3e9},
+            "float16": {"burst": 300e9}}
+    peaks, notes = _cpu_roof_peaks(gemm)
+    assert peaks["bfloat16"] == 126e9 and "1.3 GFLOP/s" in notes["bfloat16"]
+    assert peaks["float16"] == 300e9 and "float16" not in notes  # a fast path keeps its own rate
+    assert peaks["float64"] == 60e9  # float64 cannot be computed faster in float32
+    assert peaks["float8_e4m3fn"] == peaks["int8"] == peaks["tf32"] == 126e9  # never dropped
+
+
+def test_calibrated_ids_are_unique_per_host_and_time():
+    m = {"device_type": "cpu", "device": "AMD EPYC"}
+    t = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    a, b = default_spec_id(m, now=t), default_spec_id(m, now=t + dt.timedelta(seconds=1))
+    assert a != b and slug(socket.gethostname())[:24] in a and "20261201t100000" in a
+    assert default_spec_id(m, "X", now=t).startswith("x_")
+
+
+def test_a_copied_spec_loads_by_path_under_any_name(cpu_spec, tmp_path):
+    copy = tmp_path / "my_copy.yaml"
+    copy.write_text(cpu_spec[0].read_text())
+    assert load_spec(copy).id == load_spec(cpu_spec[0]).id
+    shipped = ROOT / "hardware_specs" / "h200_sxm.yaml"
+    (tmp_path / "mine.yaml").write_text(shipped.read_text())
+    assert load_spec(tmp_path / "mine.yaml").id == "h200_sxm"

@@ -76,3 +76,30 @@ def test_failed_results_are_left_alone(specs, status):
     roof = point(FLOPS, BYTES, "bfloat16", spec)
     got = physics_floor(Evaluation(status, "why", timing={"median_s": 1e-12}), roof, spec)
     assert got.status == status and got.reason == "why"
+
+
+def test_on_a_cpu_the_floor_is_the_estimate_never_the_calibrated_roof(tmp_path):
+    """A CPU calibrated on a busy machine (bf16 roof 1.3 GFLOP/s): an honest eager op later beats it,
+    and that is no hack; only a time below T_ideal on cpu_estimate, computed here by hand from this
+    machine's cores, 5 GHz and the estimate's FLOP per cycle, is."""
+    from solbench.data.cpu_estimate import _CPU_BYTES_PER_CYCLE, _CPU_CLOCK_HZ, _CPU_FLOP_PER_CYCLE, cpu_count
+
+    data = {"id": "cpu_busy_host_20261201t000000", "name": "busy CPU", "kind": "measured", "vendor": "x86_64",
+            "device_type": "cpu", "memory_bandwidth": 8.6e9, "peak_flops": {"bfloat16": 1.3e9, "float32": 1.3e9},
+            "measured": {"method": "test", "timestamp": "2026-12-01T00:00:00+00:00", "device": "CPU"}}
+    path = tmp_path / "any_name.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec = load_spec(path)
+    flops, nbytes = 10**9, 10**6
+    t_measured = point(flops, nbytes, "bfloat16", spec).t_ideal_s
+    assert _cpu(0.5 * t_measured, spec, flops, nbytes).status == Status.PASSED  # SOL 2 against a busy roof
+    hz = cpu_count() * _CPU_CLOCK_HZ
+    t_estimate = max(flops / (hz * _CPU_FLOP_PER_CYCLE["bfloat16"]), nbytes / (hz * _CPU_BYTES_PER_CYCLE))
+    too_fast = _cpu(0.99 * t_estimate, spec, flops, nbytes)
+    assert too_fast.status == Status.REWARD_HACK and "cpu_estimate" in too_fast.reason
+    assert _cpu(1.01 * t_estimate, spec, flops, nbytes).status == Status.PASSED
+
+
+def _cpu(t: float, spec, flops: int, nbytes: int) -> Evaluation:
+    roof = point(flops, nbytes, "bfloat16", spec)
+    return physics_floor(Evaluation(Status.PASSED, timing={"median_s": t}), roof, spec)

@@ -114,6 +114,23 @@ def test_infinite_numbers_leave_the_record_out(recordset):
     assert df.empty and df.attrs["warnings"] == ["r.jsonl:7: t_memory_s is infinite, record left out"]
 
 
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_date_no_formatter_can_show_counts_as_none(recordset, tmp_path, stamp):
+    """A timestamp at the edge of the calendar (year 0 or 10000 once in UTC): no date, and report
+    and history show the record (they raised in strftime)."""
+    from typer.testing import CliRunner
+
+    from solbench.cli import app
+
+    d = {**recordset.dicts()[0], "timestamp": stamp}
+    assert records_frame([d])["timestamp_utc"].isna().all()
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    for args in (["history", str(path)], ["report", str(path), "-o", str(tmp_path / "r.html")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0 and res.exception is None, (args, res.output, res.exception)
+
+
 def test_same_records_read_twice_are_not_duplicated(results_file, recordset):
     df = load_results([results_file, results_file.parent])
     assert len(df) == len(recordset.records)

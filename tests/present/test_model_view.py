@@ -140,6 +140,20 @@ def test_cli_json_exit_codes_and_chart(tmp_path, problems):
     assert res.exit_code != 0 and "no problem of model 'no_such_model'" in str(res.exception or res.output)
 
 
+def test_a_gpu_named_by_a_record_is_never_a_path_to_open(tmp_path, problems):
+    """Records whose gpu_spec names a file (any one can write a results file): the view refuses it in
+    one line that names no content of that file, and never opens it."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("root:$6$SECRETHASH:19000:0:99999:7:::\n")
+    records = [dict(r, gpu_spec=str(secret)) for r in
+               (_record(p, DECODE, "torch_eager", SOLS[p.name.split(".", 1)[1]]) for p in _layer_ops(problems, DECODE))]
+    path = tmp_path / "r.jsonl"
+    append_records(path, records)
+    res = CliRunner().invoke(app, ["model", "llama3_1_8b", str(path)])
+    assert res.exit_code != 0 and "SECRETHASH" not in res.output and "SECRETHASH" not in str(res.exception)
+    assert "is not a spec id" in str(res.exception) + res.output and "Traceback" not in res.output
+
+
 def test_measured_markdown_block(tmp_path, problems):
     path = _write(tmp_path, problems, DECODE, SOLS)
     text = "<!-- measured model=llama3_1_8b phase=decode tokens=1 context=8192 results=old.jsonl -->\n<!-- /measured -->"
@@ -156,3 +170,15 @@ def test_report_has_a_model_section(tmp_path, problems):
     html = build_report(df, charts="svg", workers=1)
     assert 'id="models"' in html and "decode_b1_kv8192" in html and "gate_up_swiglu" in html
     assert "data:image/svg+xml;base64," in html
+
+
+def test_best_known_column_is_the_fastest_library_baseline(tmp_path, problems):
+    att = next(p for p in _layer_ops(problems, DECODE) if p.name.endswith(".attention_decode"))
+    baselines = [_record(att, DECODE, "lib_torch_sdpa_flash", 0.6), _record(att, DECODE, "lib_torch_sdpa_cudnn", 0.45)]
+    df = load_results(_write(tmp_path, problems, DECODE, SOLS, extra=baselines), warn=False)
+    view = model_view(df, "llama3_1_8b", candidates=("torch_eager",), problems=problems)
+    ops = view.ops.set_index("op")
+    assert ops.loc["attention_decode", "best_known_sol"] == pytest.approx(0.6)
+    assert ops.loc["attention_decode", "best_known_by"] == "lib_torch_sdpa_flash"
+    assert ops.loc["attention_decode", "sol"] == pytest.approx(SOLS["attention_decode"])  # the chosen candidate's
+    assert ops.drop(index="attention_decode")["best_known_sol"].isna().all()

@@ -15,7 +15,7 @@ T0 = 100e-6
 
 def default_sampling(rng: np.random.Generator, shift: float, sigma: float = 0.03) -> list[float]:
     """Samples drawn until the engine's default stopping rule stops (median known to +-1%, at least
-    10, at most 2000): lognormal noise plus 2% of samples 30% slow, as GPU timings have."""
+    10, at most the ceiling): lognormal noise plus 2% of samples 30% slow, as GPU timings have."""
     cfg = TimingConfig()
     rule = StopRule(cfg.min_samples, cfg.max_samples, cfg.target_rel_ci, 10**18)
     out: list[float] = []

@@ -44,7 +44,7 @@ def test_constant_time_stops_early_on_ci(fake_clock):
     assert res.n == 10  # min_samples, no more: the CI is zero-width from the start
     assert res.median_s == pytest.approx(250e-6)
     assert res.method == "cpu" and res.flush_bytes == 0
-    assert res.warmup_calls >= 40  # 10 ms of 250 us calls
+    assert res.warmup_calls == 40 and res.details["warmup_s"] == pytest.approx(0.01)  # 10 ms of 250 us calls
 
 
 def test_noisy_runs_to_the_budget(fake_clock):

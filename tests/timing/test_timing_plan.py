@@ -6,14 +6,17 @@ fake graph whose replays re-run what the candidate recorded while it was capture
 from __future__ import annotations
 
 import contextlib
+import statistics
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import solbench.timing.cuda as tc
 import solbench.timing.graph as tg
 from solbench.timing import Edit, TimingConfig, TimingError, Verify, drive, time_calls, timing_plan
+from solbench.timing.stats import median_ci
 
 
 def _sets(n: int, size: int = 8) -> list[list[torch.Tensor]]:
@@ -263,3 +266,57 @@ def test_graph_to_events_fallback_keeps_the_sample_numbering(monkeypatch):
     for s, i, out in verify.kept:
         assert torch.equal(out, _honest(*_edited(original, edits, i, s)))
     assert fake.log.count("replay") == 1 + 5  # no refresh replay: the refresh ran as an events call
+
+
+def _fake_cupti(monkeypatch: pytest.MonkeyPatch, spans: list[float]) -> list[int]:
+    """Traces of the fake device: each chunk's samples get the next spans of ``spans`` (the all-stream
+    times the result reports); returns the sample count of every trace, in order."""
+    it = iter(spans)
+    traces: list[int] = []
+
+    def traced(self):
+        traces.append(0)
+        return contextlib.nullcontext("trace")
+
+    def all_stream_stats(self, trace, n):
+        traces[-1] = n
+        return [{"span_s": next(it), "kernels": 1, "streams": [7], "timed_span_s": 0.0, "tail_s": 0.0} for _ in range(n)]
+
+    monkeypatch.setattr(tc._Setup, "traced", traced)
+    monkeypatch.setattr(tc._Setup, "all_stream_stats", all_stream_stats)
+    monkeypatch.setattr(tc._Setup, "learn_delimiters", lambda self: None)
+    return traces
+
+
+def _cupti_config(min_samples: int, max_samples: int) -> TimingConfig:
+    return TimingConfig(device="cuda", method="auto", cupti=True, clock_probe=False, budget_s=1e3, warmup_s=0.0,
+                        min_samples=min_samples, max_samples=max_samples, reset_persisting_l2=False)
+
+
+def test_all_stream_timer_stops_when_the_spans_ci_reaches_the_target(monkeypatch):
+    fake = _FakeCuda(monkeypatch, eager_s=15e-6)
+    spans = [float(x) for x in np.random.default_rng(2).normal(12e-6, 0.3e-6, 5000)]  # 2.5% spread
+    traces = _fake_cupti(monkeypatch, spans)
+    sets = _sets(2)
+    result, _ = drive(timing_plan(sets, _cupti_config(10, 2000), Verify(sets)), fake.honest)
+    assert result.stop_reason == "ci_target" and result.method == "events"
+    assert result.samples_s == spans[:result.n] and sum(traces) == result.n  # the spans, not the events
+    assert traces[0] == 10 and len(traces) >= 2  # the floor first, then chunks
+    ends = np.cumsum(traces)
+    for n, met in ((ends[-1], True), (ends[-2], False)):  # met at the last check, not at the one before
+        lo, hi = median_ci(spans[:n])
+        med = statistics.median(spans[:n])
+        assert (max(med - lo, hi - med) <= 0.01 * med) == met
+    assert result.ci95_rel <= 0.01 and result.details["cupti_traces"] == len(traces)
+
+
+def test_all_stream_timer_respects_floor_and_ceiling(monkeypatch):
+    fake = _FakeCuda(monkeypatch, eager_s=15e-6)
+    traces = _fake_cupti(monkeypatch, [12e-6] * 100)
+    sets = _sets(2)
+    result, _ = drive(timing_plan(sets, _cupti_config(16, 2000), Verify(sets)), fake.honest)
+    assert (result.stop_reason, result.n, traces) == ("ci_target", 16, [16])  # constant: the floor, one trace
+    noisy = [float(x) for x in np.random.default_rng(3).uniform(5e-6, 20e-6, 100)]
+    traces = _fake_cupti(monkeypatch, noisy)
+    result, _ = drive(timing_plan(sets, _cupti_config(10, 37), Verify(sets)), fake.honest)
+    assert (result.stop_reason, result.n, sum(traces)) == ("max_samples", 37, 37)

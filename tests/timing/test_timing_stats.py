@@ -7,7 +7,16 @@ import statistics
 import numpy as np
 import pytest
 
-from solbench.timing.stats import StopRule, median_ci, median_ci_ranks, median_ci_rel, summarize
+from solbench.timing.stats import (
+    StopRule,
+    WarmupRule,
+    ci_met,
+    grid_step,
+    median_ci,
+    median_ci_ranks,
+    median_ci_rel,
+    summarize,
+)
 
 
 def _coverage(n: int, k: int) -> float:
@@ -98,3 +107,75 @@ def test_stop_rule_noise_runs_to_budget_then_max_samples():
         samples.append(float(rng.uniform(1.0, 3.0)))
         reason = rule.should_stop(samples, 0)
     assert reason == "max_samples" and len(samples) == 50
+
+
+def _chunked(rule: StopRule, source, clock_ns=lambda n: 0) -> tuple[str, int, list[int]]:
+    """Drive the chunked form as the CUPTI loop does: a chunk of samples, then the CI test on all."""
+    samples: list[float] = []
+    checks: list[int] = []
+    while True:
+        k = rule.next_chunk(len(samples))
+        reason = None
+        for _ in range(k):
+            samples.append(source(len(samples)))
+            reason = rule.limit(len(samples), clock_ns(len(samples)))
+            if reason:
+                return reason, len(samples), checks
+        checks.append(len(samples))
+        if rule.ci_met(samples):
+            return "ci_target", len(samples), checks
+
+
+def test_chunked_stop_reaches_the_ci_target_and_the_interval_is_within_it():
+    rng = np.random.default_rng(11)
+    data = rng.normal(100.0, 2.0, 10_000)  # 2% spread: the median's CI reaches 1% after some tens of samples
+    rule = StopRule(min_samples=10, max_samples=2000, target_rel_ci=0.01, budget_ns=10**12)
+    reason, n, checks = _chunked(rule, lambda i: float(data[i]))
+    assert reason == "ci_target" and n > 10
+    assert checks[0] == 10 and all(b - a >= 5 for a, b in zip(checks, checks[1:], strict=False))
+    lo, hi = median_ci(data[:n])
+    med = statistics.median(data[:n])
+    assert max(med - lo, hi - med) <= 0.01 * med  # independently: the interval is within the target
+    lo, hi = median_ci(data[:checks[-2]])
+    med = statistics.median(data[:checks[-2]])
+    assert max(med - lo, hi - med) > 0.01 * med  # and it was not at the check before
+
+
+def test_chunked_stop_respects_floor_and_ceiling():
+    const = StopRule(min_samples=12, max_samples=100, target_rel_ci=0.01, budget_ns=10**12)
+    assert _chunked(const, lambda i: 5.0)[:2] == ("ci_target", 12)  # the floor, though the CI is 0 earlier
+    rng = np.random.default_rng(5)
+    wide = StopRule(min_samples=10, max_samples=77, target_rel_ci=0.001, budget_ns=10**12)
+    assert _chunked(wide, lambda i: float(rng.uniform(1.0, 3.0)))[:2] == ("max_samples", 77)
+    timed = StopRule(min_samples=10, max_samples=10**6, target_rel_ci=0.001, budget_ns=300)
+    assert _chunked(timed, lambda i: float(rng.uniform(1.0, 3.0)), clock_ns=lambda n: 10 * n)[:2] == ("budget", 30)
+    late = StopRule(min_samples=10, max_samples=10**6, target_rel_ci=0.001, budget_ns=0)
+    assert _chunked(late, lambda i: float(rng.uniform(1.0, 3.0)))[:2] == ("budget", 10)  # never under the floor
+
+
+def test_a_median_known_to_one_tick_meets_the_target():
+    # A 2.5 us kernel read on a 0.25 us grid: the CI [2.25, 2.75] can never be within 1%; one tick is the limit.
+    samples = [2.25e-6] * 7 + [2.5e-6] * 6 + [2.75e-6] * 7  # CI: ranks 6 and 15 of 20
+    assert grid_step(samples) == pytest.approx(0.25e-6)
+    assert not ci_met(samples, 0.01)
+    assert ci_met(samples, 0.01, resolution_s=0.25e-6)
+    assert grid_step([1.0, 1.37, 2.1, 2.2]) == 0.0  # not on a grid
+    assert grid_step([1.0, 2.0]) == 0.0  # two values say nothing of a grid
+    rule = StopRule(min_samples=10, max_samples=1000, target_rel_ci=0.01, budget_ns=10**12, resolution_s=0.25e-6)
+    assert rule.ci_met(samples)
+
+
+def test_warmup_ends_when_calls_settle_between_its_floor_and_ceiling():
+    # Calls getting faster (clocks ramping) for 30 calls, then steady: 1 ms a call on a fake clock.
+    times = [2e-3 * 0.95**k if k < 30 else 2e-3 * 0.95**30 for k in range(1000)]
+    rule = WarmupRule(n_sets=4, min_s=0.005, max_s=0.2, stable_rel=0.02)
+    n = next(n for n in range(1001) if rule.done(times[:n], n * 10**6))
+    assert 30 < n <= 40  # settled: five calls after the ramp, the last 5 within 2% of the 5 before
+    assert abs(statistics.median(times[n - 5:n]) / statistics.median(times[n - 10:n - 5]) - 1) <= 0.02
+    assert not rule.settled(times[:30])  # still ramping
+    floor = WarmupRule(n_sets=1, min_s=0.05, max_s=0.2, stable_rel=0.02)
+    assert next(n for n in range(1001) if floor.done([1e-3] * n, n * 10**6)) == 50  # steady: at the floor
+    ceiling = WarmupRule(n_sets=1, min_s=0.005, max_s=0.02, stable_rel=0.02)
+    assert next(n for n in range(1001) if ceiling.done([1e-3 * 0.9**k for k in range(n)], n * 10**6)) == 20  # never settles
+    sets = WarmupRule(n_sets=25, min_s=0.0, max_s=0.0, stable_rel=0.02)
+    assert next(n for n in range(1001) if sets.done([1e-3] * n, n * 10**6)) == 25  # every set once

@@ -5,6 +5,7 @@ import torch
 from torch.nn.attention.flex_attention import flex_attention
 
 BASELINE = "torch"  # read by solbench (never imported): the record names the library and its version
+REQUIRES = ["device:cuda"]  # compiling flex_attention for a CPU takes minutes: a GPU baseline
 SCALE = 256**-0.5  # query_pre_attn_scalar ** -0.5
 _compiled = None
 

@@ -1,0 +1,296 @@
+"""The parent-clocked burst: evidence, from outside the worker, that a claimed time is not far below the truth.
+
+Timing runs in the candidate's process, so a candidate can make its worker claim any time above
+the physics floor (a forged reply, edited samples). After the timing, the parent asks the same
+worker for a burst of ``n`` calls back to back on the timed sets (:mod:`solbench.worker.burst`) and
+times the request with its own clock:
+
+* ``n`` is chosen from the claimed time so the burst lasts ``TARGET_S`` (capped: ``MAX_CALLS``, and
+  the outputs it keeps within ``OUTPUT_BUDGET_BYTES``);
+* before each call the parent's edit overwrites a few elements of one input of the set it runs with
+  values from a case drawn for this burst (the candidate has seen none of them), so every call's
+  inputs differ from every earlier call's and no output can be served from a cache;
+* every call's output comes back; only once the reply is in does the parent choose ``CHECKED_CALLS``
+  of them at random (from a seed derived from the run's secret one) and check each against the
+  reference for the inputs that call saw. A worker that skips a fraction f of the calls passes with
+  probability (1 - f) ** CHECKED_CALLS at most;
+* the parent's time per call is ``(wall - rtt) / n``, ``rtt`` the least of ``PINGS`` empty requests
+  (at most ``RTT_SHARE`` of the wall time is taken off: a worker cannot buy more by answering pings
+  slowly). The claimed time (the median the parent recomputed from the raw samples) is compared
+  with it: below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a
+  second miss makes the record REWARD_HACK.
+
+It bounds the claim by what the worker demonstrably sustains, under the parent's clock, on inputs it
+could not predict: a claim can be at most 1 / MIN_RATIO times faster than that (docs/security.md,
+"The parent-clocked burst", says what it cannot see). The result goes into the record as
+``correctness.burst``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from solbench.data.inputs import make_inputs
+from solbench.data.record import Status
+from solbench.engine.cases import WorkloadCases, derive_seed, reference_outputs
+from solbench.engine.correctness import MalformedReply, check_outputs
+from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
+from solbench.timing.verify import bit_view
+
+TARGET_S = 0.05  # how long a burst lasts at the claimed time
+MIN_CALLS, MAX_CALLS = 4, 20_000
+CHECKED_CALLS = 4
+PINGS = 5
+RTT_SHARE = 0.05
+OUTPUT_BUDGET_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
+# The least claimed / parent-measured ratio an honest candidate shows (measured: docs/security.md).
+MIN_RATIO = {"cpu": 0.25, "cuda": 0.25}
+OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
+# The worker's share of the harness's work per call, as a multiple of the parent's measure of it (the
+# worker's own loop, under its guards, measured up to ~1.5 x the parent's on a loaded CPU).
+OVERHEAD_FACTOR = 1.5
+MIN_WINDOW_S = 0.005  # a shorter burst (outputs too large to keep enough calls) concludes nothing
+ATTEMPTS = 2
+
+Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
+
+
+@dataclass
+class BurstPlan:
+    calls: int
+    attempt: int
+    edits: dict[str, tuple[Any, Any, Any]]  # input -> (calls [c], flat indices [c, E], values [c, E])
+
+
+@dataclass
+class BurstVerdict:
+    status: Status
+    reason: str
+
+
+def claimed_time(timing: dict[str, Any]) -> float:
+    """The time a record would carry: the median the parent recomputed from the raw samples
+    (:func:`solbench.timing.restate`), never the worker's own summary."""
+    return float(timing["median_s"])
+
+
+def output_bytes(cases: WorkloadCases) -> int:
+    return sum(v.numel() * v.element_size() for v in cases.sets[0].expected.values() if hasattr(v, "numel"))
+
+
+def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
+    """Calls that last ``TARGET_S`` at the claimed time, within the caps."""
+    want = math.ceil(TARGET_S / max(claimed_s, 1e-9))
+    room = OUTPUT_BUDGET_BYTES[device_type] // max(out_bytes, 1)
+    return max(1, min(max(MIN_CALLS, want), MAX_CALLS, room))
+
+
+def draw_burst(cases: WorkloadCases, calls: int, attempt: int) -> BurstPlan:
+    """One edit before every call, of an input drawn per call, with values of a case drawn for this burst."""
+    import torch
+
+    names = editable_inputs(cases)
+    if not names:
+        return BurstPlan(calls, attempt, {})
+    seed = derive_seed(cases.verify_seed, "burst", attempt)
+    fresh = make_inputs(cases.problem, cases.axes, seed, device=cases.device, generator_fn=cases.generator,
+                        scalars=cases.problem.scalars_for(cases.workload))
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(derive_seed(seed, "indices"))
+    which = [rng.randrange(len(names)) for _ in range(calls)]
+    edits = {}
+    for k, name in enumerate(names):
+        at = torch.tensor([c for c in range(calls) if which[c] == k], dtype=torch.int64)
+        if not at.numel():
+            continue
+        flat = bit_view(fresh[name]).reshape(-1)
+        index = torch.randint(flat.numel(), (at.numel(), edit_count(cases, name)), generator=gen, dtype=torch.int64)
+        edits[name] = (at, index, flat[index.to(flat.device)].view(fresh[name].dtype))
+    return BurstPlan(calls, attempt, edits)
+
+
+def burst_request(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]]) -> dict[str, Any]:
+    names = list(cases.sets[0].inputs)
+    return {"op": "burst", "calls": bp.calls, "expect": expect,
+            "edits": [{"input": names.index(n), "calls": at, "index": ix, "values": v}
+                      for n, (at, ix, v) in bp.edits.items()]}
+
+
+def _set_edits(bp: BurstPlan, s: int, n_sets: int, upto: int) -> list[tuple[str, Any, Any]]:
+    """The edits of plan ``bp`` to set ``s`` at calls up to ``upto``, in call order."""
+    edits = []
+    for name, (at, index, values) in bp.edits.items():
+        for row, c in enumerate(at.tolist()):
+            if c <= upto and c % n_sets == s:
+                edits.append((c, name, index[row], values[row]))
+    return [e[1:] for e in sorted(edits, key=lambda e: e[0])]
+
+
+def call_inputs(cases: WorkloadCases, plan: TimedPlan, samples: int, bursts: list[BurstPlan], call: int) -> dict[str, Any]:
+    """The inputs call ``call`` of the last of ``bursts`` saw: its set as the timing left it, every edit
+    of the earlier bursts, then those of this one up to and including this call's, in call order."""
+    n_sets = len(cases.sets)
+    s = call % n_sets
+    edits = [e for bp in bursts[:-1] for e in _set_edits(bp, s, n_sets, bp.calls)]
+    edits += _set_edits(bursts[-1], s, n_sets, call)
+    return apply_edits(after_timing(cases, plan, samples, s), edits)
+
+
+def call_outputs(reply: dict[str, Any], calls: int, expect: list[dict[str, Any]],
+                 device_type: str) -> Callable[[int], Any]:
+    """The outputs of call ``c`` of a burst reply, as a ``call`` reply describes outputs: its row of the
+    stacked outputs (the worker copies only exact tensors of the expected shapes and dtypes on its device
+    there), or its own description when it was not that."""
+    import torch
+
+    stacked, misfits = reply.get("stacked"), reply.get("misfits")
+    if not isinstance(misfits, list) or not all(isinstance(m, dict) and isinstance(m.get("call"), int)
+                                                and 0 <= m["call"] < calls for m in misfits):
+        raise MalformedReply("misfits must be a list of calls and their outputs")
+    apart = {m["call"]: m.get("outputs") for m in misfits}
+    if stacked is None:
+        if len(apart) != calls:
+            raise MalformedReply(f"the burst returned outputs of {len(apart)} of its {calls} calls")
+    elif not isinstance(stacked, list) or len(stacked) != len(expect) or not all(
+            type(t) is torch.Tensor and list(t.shape) == [calls, *e["shape"]] for t, e in zip(stacked, expect, strict=False)):
+        raise MalformedReply("the burst's stacked outputs do not have one row per call of the expected shape")
+
+    def outputs(c: int) -> Any:
+        if c in apart:
+            return apart[c]
+        return [{"kind": "tensor", "type": "torch.Tensor", "exact": True, "shape": list(t.shape[1:]),
+                 "dtype": e["dtype"], "device": device_type, "contiguous": True, "aliases": [], "data": t[c]}
+                for t, e in zip(stacked, expect, strict=True)]
+
+    return outputs
+
+
+def check_calls(cases: WorkloadCases, plan: TimedPlan, samples: int, bursts: list[BurstPlan],
+                outputs: Callable[[int], Any], device_type: str) -> tuple[list[int], BurstVerdict | None]:
+    """Check calls of the last burst chosen now, after its reply: (the calls, the first failure or None)."""
+    bp = bursts[-1]
+    rng = random.Random(derive_seed(cases.verify_seed, "burst-check", bp.attempt))
+    chosen = sorted(rng.sample(range(bp.calls), min(CHECKED_CALLS, bp.calls)))
+    tol = cases.tolerance
+    for c in chosen:
+        inputs = call_inputs(cases, plan, samples, bursts, c)
+        expected = reference_outputs(cases.problem, cases.axes, cases.reference, inputs)
+        check = check_outputs(outputs(c), expected, device_type, tol.atol, tol.rtol, tol.max_mismatch_ratio)
+        if not check.passed:
+            return chosen, BurstVerdict(Status.INCORRECT, f"burst call {c + 1} of {bp.calls} (checked at random after "
+                                                          f"the burst, inputs edited between calls): {check.reason}")
+    return chosen, None
+
+
+def ping(request: Request, timeout_s: float) -> float:
+    """The least round trip of ``PINGS`` empty requests, by the parent's clock."""
+    best = math.inf
+    for _ in range(PINGS):
+        t0 = time.perf_counter()
+        request({"op": "ping"}, timeout_s, 0)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], device_type: str) -> float:
+    """The harness's own work per burst call (the loop, the edit, the copy of the output into its row and
+    the reply's copy of the rows), timed in this process over up to ``OVERHEAD_CALLS`` calls of a
+    candidate that does nothing; CPU time on the CPU, wall time on a GPU (as :func:`judge` counts)."""
+    import torch
+
+    from solbench.timing import drive
+    from solbench.worker.burst import burst_plan, output_buffers, stage_edits
+
+    m = min(bp.calls, OVERHEAD_CALLS)
+    names = list(cases.sets[0].inputs)
+    edits = [{"input": names.index(n), "calls": at[at < m], "index": ix[at < m], "values": v[at < m]}
+             for n, (at, ix, v) in bp.edits.items()]
+    sets = [[torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v for v in cases.sets[0].inputs.values()]]
+    staged = stage_edits(sets, edits, m)
+    buffers = output_buffers(m, expect, cases.device)
+    outs = [torch.Tensor.clone(v) for v in cases.sets[0].expected.values()]
+    out = outs[0] if len(outs) == 1 else tuple(outs)
+    sync = torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
+    clock = time.thread_time if device_type == "cpu" else time.perf_counter
+    sync()
+    t0 = clock()
+    drive(burst_plan(sets, m, staged, buffers), lambda *args: out)
+    copies = [torch.Tensor.clone(b) for b in buffers]
+    sync()
+    spent = clock() - t0
+    del copies
+    return spent / m
+
+
+def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type: str,
+          cpu_s: float | None = None, overhead_s: float = 0.0) -> dict[str, Any]:
+    """The parent's time per call and how the claim compares with it.
+
+    On the CPU the worker's CPU time (the kernel's count) stands in for the wall time where it is
+    less: a worker that shares its cores with other processes waits through part of a long burst,
+    while the claimed median of short samples mostly misses those waits. The harness's own work per
+    call (``overhead_s``, :func:`harness_overhead`) is taken off: it is not the candidate's.
+    """
+    taken = min(rtt_s, RTT_SHARE * wall_s)
+    busy = wall_s - taken
+    if device_type == "cpu" and cpu_s is not None and cpu_s > 0:
+        busy = min(busy, cpu_s)
+    per_call = max(busy - OVERHEAD_FACTOR * overhead_s * calls, 1e-12) / calls
+    ratio = claimed_s / per_call
+    conclusive = wall_s >= MIN_WINDOW_S
+    return {"calls": calls, "wall_s": wall_s, "rtt_s": rtt_s, "overhead_s": overhead_s, "per_call_s": per_call,
+            "ratio": ratio,
+            "min_ratio": MIN_RATIO[device_type], "conclusive": conclusive,
+            "ok": not conclusive or ratio >= MIN_RATIO[device_type]}
+
+
+def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
+              expect: list[dict[str, Any]], device_type: str, deadline: float,
+              observe: Callable[[], Any] | None = None) -> tuple[dict[str, Any], BurstVerdict | None]:
+    """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
+
+    ``observe``, when given, is called before each burst and returns a function called after it, whose
+    result (what was seen from outside: CPU time, NVML) is kept with that attempt.
+    """
+    claimed = claimed_time(timing)
+    out_bytes = output_bytes(cases)
+    calls = call_count(claimed, out_bytes, device_type)
+    attempts: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"claimed_s": claimed, "attempts": attempts}
+    bursts: list[BurstPlan] = []
+    for attempt in range(ATTEMPTS):
+        left = max(deadline - time.monotonic(), 0.001)
+        request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
+        rtt = ping(request, left)
+        bursts.append(draw_burst(cases, calls, attempt))
+        header = burst_request(cases, bursts[-1], expect)
+        done = observe() if observe is not None else None
+        t0 = time.perf_counter()
+        reply = request(header, max(deadline - time.monotonic(), 0.001), calls * (out_bytes + 4096) + 4096)
+        wall = time.perf_counter() - t0
+        seen = done() if done is not None else {}
+        cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
+        overhead = harness_overhead(cases, bursts[-1], expect, device_type)
+        result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead)
+        result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
+        if seen:
+            result["outside"] = seen
+        attempts.append(result)
+        outputs = call_outputs(reply, calls, expect, device_type)
+        result["checked_calls"], failure = check_calls(cases, plan, samples, bursts, outputs, device_type)
+        if failure is not None:
+            return summary, failure
+        if result["ok"]:
+            summary["passed"] = True
+            return summary, None
+    last = attempts[-1]
+    summary["passed"] = False
+    return summary, BurstVerdict(Status.REWARD_HACK, (
+        f"claimed median {claimed * 1e6:.4g} us is {last['ratio']:.3g} x the parent-clocked time per call "
+        f"({last['per_call_s'] * 1e6:.4g} us over a burst of {calls} calls with inputs edited between calls, "
+        f"{ATTEMPTS} bursts), below the {MIN_RATIO[device_type]:g} an honest candidate shows"))

@@ -1,0 +1,99 @@
+"""A scoring job: the process the server starts for a batch of claimed submissions.
+
+``python -m solbench.serve.job JOB.json`` runs each submission through the public API
+(:func:`solbench.api.plan_run` / :func:`solbench.api.run_plan`), as ``solbench run`` would, and tells
+the server what happens as JSON lines appended to the job's events file (``begin``, ``task``,
+``record``, ``done``, ``failed``). Candidates run in the engine's sandboxed workers below this
+process; a problem folder a user uploaded has its reference run here. Neither is ever imported by
+the server. The job dies with the server (``PR_SET_PDEATHSIG``): a killed server leaves no job
+scoring on behind its back, and its submissions are run again by the next one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from solbench import api
+from solbench.data.record import ResultRecord
+from solbench.errors import SolbenchError
+
+if TYPE_CHECKING:
+    from solbench.engine.runner import PlanItem
+
+PR_SET_PDEATHSIG = 1
+PARENT_ENV = "SOLBENCH_SERVE_PARENT"
+
+
+def die_with_parent() -> None:
+    """SIGTERM when the server dies (the engine then stops its workers); exit now if it already has."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if str(os.getppid()) != os.environ.get(PARENT_ENV, str(os.getppid())):
+        sys.exit(0)
+
+
+class Events:
+    """Progress of one submission as JSON lines (one write per line: a reader never sees half a one)."""
+
+    def __init__(self, path: Path, submission: int):
+        self.path, self.submission = path, submission
+
+    def emit(self, event: str, **data: Any) -> None:
+        line = json.dumps({"submission": self.submission, "event": event, **data}) + "\n"
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def begin(self, total: int) -> None:
+        self.emit("begin", total=total)
+
+    def task(self, problem: str, workload: str, candidate: str) -> None:
+        self.emit("task", problem=problem, workload=workload, candidate=candidate)
+
+    def record(self, record: ResultRecord) -> None:
+        self.emit("record", record=record.model_dump(mode="json"))
+
+
+def _remaining(plan: list[PlanItem], done: set[tuple[str, str]]) -> list[PlanItem]:
+    """The plan without the workloads that already have a record (a submission run again)."""
+    for item in plan:
+        item.workloads = [w for w in item.workloads if (item.problem.name, w.name) not in done]
+    return [item for item in plan if item.workloads]
+
+
+def run_item(item: dict[str, Any], options: api.RunOptions, events: Events, problems_dir: str | None) -> None:
+    """Score one submission; a mistake in it (a problem that does not load, ...) fails it alone."""
+    try:
+        plan = api.plan_run(item["problems"], [item["solution"]], workloads=item["workloads"], small=item["small"],
+                            problems_dir=Path(problems_dir) if problems_dir else None, log=lambda line: None)
+        plan = _remaining(plan, {tuple(pair) for pair in item["done"]})
+        if plan:
+            api.run_plan(plan, options, Path(item["output"]), events)
+    except SolbenchError as err:
+        events.emit("failed", reason=" ".join(str(err).split())[:500])
+        return
+    events.emit("done")
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    events_path = Path(job["events"])
+    try:
+        options = api.resolve_options(**job["settings"])
+    except SolbenchError as err:
+        for item in job["items"]:
+            Events(events_path, item["submission"]).emit("failed", reason=str(err))
+        return 0
+    for item in job["items"]:
+        run_item(item, options, Events(events_path, item["submission"]), job.get("problems_dir"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

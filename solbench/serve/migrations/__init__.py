@@ -1,0 +1,1 @@
+"""The service's database migrations (alembic): ``env.py`` and one module per schema version."""

@@ -1,0 +1,111 @@
+"""The worker's side of the parent-clocked burst: back-to-back calls on the timed sets, edited between calls.
+
+After a timing the parent asks for a burst (``{"op": "burst", "calls": n, "edits": [...], "expect": [...]}``,
+:mod:`solbench.engine.burst`) and measures, with its own clock, how long the worker takes to return the
+outputs of ``n`` calls. The worker runs them on the sets it kept from the timing (as the timing and the
+parent's refresh left them), call ``c`` on set ``c % n_sets``; before a call the edit planned for it, if
+any, overwrites a few elements of one input of that set in place with values the candidate has not seen;
+after it a copy of its output is kept, in room allocated by a ``burst_prepare`` request before
+the burst (``{"op": "burst_prepare", "calls": n, "expect": [...]}``: nothing about the inputs, so
+nothing to compute ahead). Every output goes back: the parent checks calls it chooses only
+once the reply is in, so no call can be skipped safely.
+
+Edits arrive packed per input (``{"input": j, "calls": int64 [c], "index": int64 [c, E], "values": [c, E]}``)
+and are staged on the device once, before the first call, so the window holds the calls, one small write
+per call and the copies of the outputs, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import torch
+
+from solbench.timing.config import TimingError, clone_output
+from solbench.timing.verify import bit_view
+
+# Bound at import, before any candidate code.
+_index_put_ = torch.Tensor.index_put_
+_copy_ = torch.Tensor.copy_
+
+Staged = dict[int, tuple[int, tuple[Any, ...], Any]]  # call -> (input, index per dimension, values)
+
+
+def _unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat = flat // size
+    return tuple(reversed(out))
+
+
+def stage_edits(sets: Sequence[Sequence[Any]], edits: Any, calls: int) -> Staged:
+    """The packed edits, checked and moved to the inputs' device; per call at most one."""
+    staged: Staged = {}
+    for entry in edits or []:
+        j = entry.get("input")
+        if not isinstance(j, int) or not 0 <= j < len(sets[0]):
+            raise TimingError(f"burst edit of input {j!r}: no such input")
+        t = sets[0][j]
+        index, values, at = entry["index"], entry["values"], entry["calls"]
+        if type(t) is not torch.Tensor or not t.is_floating_point() or values.dtype != t.dtype:
+            raise TimingError(f"burst edit of input {j}: not a floating tensor of the values' dtype")
+        if index.dim() != 2 or values.shape != index.shape or at.shape != index.shape[:1]:
+            raise TimingError(f"burst edit of input {j}: index, values and calls do not match")
+        if index.numel() and not 0 <= int(index.min()) <= int(index.max()) < t.numel():
+            raise TimingError(f"burst edit of input {j}: indices out of range")
+        ix = _unravel(index.to(device=t.device, dtype=torch.int64), t.shape)
+        vals = bit_view(values.to(t.device))
+        for row, c in enumerate(at.tolist()):
+            if not 0 <= c < calls or c in staged:
+                raise TimingError(f"burst edit of call {c}: out of range or repeated")
+            staged[c] = (j, tuple(x[row] for x in ix), vals[row])
+    return staged
+
+
+def output_buffers(calls: int, expect: Sequence[dict[str, Any]], device: str) -> list[Any]:
+    """Room for every call's outputs as the parent expects them, one tensor ``[calls, *shape]`` per
+    output, allocated and touched now (before the burst, in a request of its own), so keeping an output
+    costs a copy, not an allocation, and the reply carries one tensor per output, not one per call."""
+    from solbench.data.dtypes import torch_dtype
+
+    bufs = []
+    for e in expect:
+        b = torch.empty([calls, *(int(d) for d in e["shape"])], dtype=torch_dtype(e["dtype"]), device=device)
+        b.zero_()
+        bufs.append(b)
+    return bufs
+
+
+def _keep(out: Any, buffers: list[Any] | None, c: int) -> Any:
+    """Copy ``out`` into row ``c`` of ``buffers`` when it is what the parent expects (exact torch.Tensors
+    of the expected shapes and dtypes, on the worker's device: one, or a tuple or list of them) and return None; otherwise
+    return a copy of it that later calls cannot change."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    if buffers is None or c >= buffers[0].shape[0] or len(items) != len(buffers) or not all(
+            type(o) is torch.Tensor and o.shape == b.shape[1:] and o.dtype == b.dtype and o.device == b.device
+            for o, b in zip(items, buffers, strict=True)):
+        return clone_output(out)
+    for o, b in zip(items, buffers, strict=True):
+        _copy_(b[c], o)
+    return None
+
+
+def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged,
+               buffers: list[Any] | None = None) -> Generator[Sequence[Any], Any, dict[int, Any]]:
+    """``calls`` calls back to back over ``sets`` (a plan, see :func:`solbench.timing.drive`); every output
+    is copied into its row of ``buffers``; returns copies of those that did not fit there, by call."""
+    n_sets = len(sets)
+    misfits = {}
+    for c in range(calls):
+        s = c % n_sets
+        edit = staged.get(c)
+        if edit is not None:
+            j, index, values = edit
+            _index_put_(bit_view(sets[s][j]), index, values)
+        out = yield sets[s]
+        kept = _keep(out, buffers if buffers else None, c)
+        if kept is not None:
+            misfits[c] = kept
+    return misfits

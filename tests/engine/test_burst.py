@@ -1,0 +1,154 @@
+"""The parent-clocked burst (solbench.engine.burst with the worker's side, solbench.worker.burst): the plan,
+the inputs each call saw, the check of calls chosen after the reply, and the judgement of a claim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from solbench.data.inputs import load_reference
+from solbench.data.problem import load_problem
+from solbench.data.record import Status
+from solbench.engine import burst
+from solbench.engine.cases import prepare_cases
+from solbench.engine.verification import after_timing, draw_plan
+from solbench.timing import drive
+from solbench.timing.config import TimingError
+from solbench.worker.burst import burst_plan, output_buffers, stage_edits
+
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
+SAMPLES = 40
+
+
+def _cases(name: str = "scaled_add", workload: str = "n32", seed: int = 5):
+    problem = load_problem(TINY / name)
+    w = next(w for w in problem.workloads if w.name == workload)
+    return prepare_cases(problem, w, base_seed=seed, device="cpu", rounds=1, ref_fn=load_reference(problem),
+                         gen_fn=None)
+
+
+def _worker_sets(cases, plan):
+    """The worker's sets after a timing of SAMPLES samples: what :func:`after_timing` says, as copies."""
+    return [[v.clone() if isinstance(v, torch.Tensor) else v for v in after_timing(cases, plan, SAMPLES, i).values()]
+            for i in range(len(cases.sets))]
+
+
+def _worker_burst(sets, header, run, buffers=True):
+    """What the worker does with a burst request (solbench.worker.main.Worker.burst), run in this process:
+    its reply and the parent's reading of every call's outputs."""
+    staged = stage_edits(sets, header["edits"], header["calls"])
+    room = output_buffers(header["calls"], header["expect"], "cpu") if buffers else None
+    misfits = drive(burst_plan(sets, header["calls"], staged, room), run)
+    described = [{"call": c, "outputs": [{"kind": "tensor", "type": "torch.Tensor", "exact": True,
+                                          "shape": list(o.shape), "dtype": "float32", "device": "cpu",
+                                          "contiguous": True, "aliases": [], "data": o}]} for c, o in misfits.items()]
+    reply = {"stacked": room, "misfits": described}
+    return reply, burst.call_outputs(reply, header["calls"], header["expect"], "cpu")
+
+
+def _expect(cases):
+    return [{"shape": list(v.shape), "dtype": "float32"} for v in cases.sets[0].expected.values()]
+
+
+def _honest(x, y):
+    return x * 2 + y
+
+
+def test_every_call_is_edited_with_values_no_set_holds():
+    cases = _cases()
+    bp = burst.draw_burst(cases, 50, 0)
+    calls = sorted(c for at, _, _ in bp.edits.values() for c in at.tolist())
+    assert calls == list(range(50))  # one edit before every call
+    for name, (at, index, values) in bp.edits.items():
+        assert index.shape == values.shape == (at.numel(), burst.edit_count(cases, name))
+        for s in cases.sets:  # values of a case drawn for the burst: no timing set holds them there
+            assert not torch.equal(s.inputs[name].reshape(-1)[index[0]], values[0])
+    again = burst.draw_burst(cases, 50, 0)
+    assert all(torch.equal(again.edits[n][1], bp.edits[n][1]) for n in bp.edits)  # derived from the secret seed
+    other = burst.draw_burst(cases, 50, 1)  # the second attempt: new positions
+    assert any(not torch.equal(other.edits[n][1][:1], bp.edits[n][1][:1]) for n in bp.edits if n in other.edits)
+
+
+@pytest.mark.parametrize("buffers", [True, False])
+def test_an_honest_burst_passes_its_checks_over_two_attempts(buffers):
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+    sets = _worker_sets(cases, plan)
+    bursts = []
+    for attempt in range(2):  # the second burst starts from the sets the first one left
+        bursts.append(burst.draw_burst(cases, 30, attempt))
+        header = burst.burst_request(cases, bursts[-1], _expect(cases))
+        reply, outputs = _worker_burst(sets, header, _honest, buffers)
+        assert (reply["stacked"] is None) == (not buffers) and len(reply["misfits"]) == (0 if buffers else 30)
+        chosen, failure = burst.check_calls(cases, plan, SAMPLES, bursts, outputs, "cpu")
+        assert failure is None and len(chosen) == burst.CHECKED_CALLS
+    for c in range(30):  # the parent's account of every call's inputs, against an independent replay
+        inputs = burst.call_inputs(cases, plan, SAMPLES, bursts, c)
+        assert torch.equal(outputs(c)[0]["data"], _honest(**inputs))
+
+
+def test_a_worker_that_skips_calls_is_caught():
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+    sets = _worker_sets(cases, plan)
+    bp = burst.draw_burst(cases, 40, 0)
+    header = burst.burst_request(cases, bp, _expect(cases))
+    reply, honest = _worker_burst(sets, header, _honest)
+    # Computes one call in eight and serves the last answer otherwise: a checked call is stale.
+    _, failure = burst.check_calls(cases, plan, SAMPLES, [bp], lambda c: honest(c - c % 8), "cpu")
+    assert failure is not None and failure.status == Status.INCORRECT and "checked at random" in failure.reason
+    # A subclass (or anything but the expected exact tensor) is kept apart and judged as such.
+    odd = [{"kind": "tensor", "type": "Lazy", "exact": False}]
+    _, failure = burst.check_calls(cases, plan, SAMPLES, [bp], lambda c: odd, "cpu")
+    assert failure is not None and "subclass" in failure.reason
+    for bad in ({**reply, "stacked": [reply["stacked"][0][:-1]]}, {**reply, "stacked": None},
+                {**reply, "misfits": [{"call": 99}]}):
+        with pytest.raises(burst.MalformedReply):
+            burst.call_outputs(bad, 40, header["expect"], "cpu")
+
+
+def test_the_judgement_of_a_claim():
+    ok = burst.judge(1e-3, 0.05, 1e-4, 50, "cpu")  # 1 ms claimed, 50 calls in 50 ms
+    assert ok["ok"] and ok["per_call_s"] == pytest.approx((0.05 - 1e-4) / 50) and ok["ratio"] == pytest.approx(1.0, rel=0.01)
+    forged = burst.judge(1e-4, 0.05, 1e-4, 50, "cpu")
+    assert not forged["ok"] and forged["ratio"] == pytest.approx(0.1, rel=0.01)
+    # A slow answer to the pings buys at most RTT_SHARE of the window.
+    slow_pings = burst.judge(1e-4, 0.05, 0.04, 50, "cpu")
+    assert slow_pings["per_call_s"] == pytest.approx(0.05 * (1 - burst.RTT_SHARE) / 50)
+    # On the CPU the worker's CPU time stands in where it is less than the wall time (shared cores).
+    shared = burst.judge(1e-3, 0.2, 1e-4, 50, "cpu", cpu_s=0.05)
+    assert shared["ok"] and shared["per_call_s"] == pytest.approx(1e-3)
+    assert burst.judge(1e-3, 0.2, 1e-4, 50, "cuda", cpu_s=0.05)["per_call_s"] > 3e-3  # not on a GPU
+    short = burst.judge(1e-6, 0.001, 1e-4, 8, "cpu")  # too short to conclude anything
+    assert short["ok"] and not short["conclusive"]
+    # The harness's own work per call is not the candidate's: taken off, with a margin.
+    harness = burst.judge(1e-3, 0.06, 0.0, 50, "cpu", overhead_s=1e-4)
+    assert harness["per_call_s"] == pytest.approx(0.06 / 50 - burst.OVERHEAD_FACTOR * 1e-4)
+
+
+def test_the_harness_overhead_is_measured_in_the_parent():
+    cases = _cases()
+    bp = burst.draw_burst(cases, 200, 0)
+    per_call = burst.harness_overhead(cases, bp, _expect(cases), "cpu")
+    assert 1e-7 < per_call < 1e-3  # microseconds: a loop step, a few-element write, a small copy
+
+
+def test_the_call_count_follows_the_claim_within_its_caps():
+    assert burst.call_count(1e-3, 1024, "cpu") == round(burst.TARGET_S / 1e-3)
+    assert burst.call_count(1e-9, 1024, "cpu") == burst.MAX_CALLS  # a forged tiny claim: capped
+    assert burst.call_count(1.0, 1024, "cpu") == burst.MIN_CALLS
+    assert burst.call_count(1e-6, burst.OUTPUT_BUDGET_BYTES["cpu"] // 10, "cpu") == 10  # the outputs kept must fit
+
+
+def test_staging_refuses_edits_the_sets_cannot_take():
+    sets = [[torch.zeros(4, 4), torch.zeros(4, 4, dtype=torch.int32)]]
+    good = {"input": 0, "calls": torch.tensor([0]), "index": torch.tensor([[1, 2]]), "values": torch.ones(1, 2)}
+    assert set(stage_edits(sets, [good], 1)) == {0}
+    for bad in ({**good, "input": 1, "values": torch.ones(1, 2, dtype=torch.int32)},  # an integer input
+                {**good, "index": torch.tensor([[1, 16]])},  # out of range
+                {**good, "calls": torch.tensor([3])},  # no such call
+                {**good, "input": 5}):
+        with pytest.raises(TimingError):
+            stage_edits(sets, [bad], 1)

@@ -1,0 +1,169 @@
+"""`solbench serve` end to end on the CPU: candidates submitted over HTTP with a token get the statuses
+`solbench run` gives them; `solbench submit --wait` prints run's table; the records stream as
+server-sent events, export as the JSONL of `run`, and show on the leaderboard page, rendered by
+headless Chromium with nothing of a candidate's log run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import CANDIDATES, TINY, Server, free_port, make_token, request, solbench, submit, wait_final
+
+from solbench.data.results import read_records
+
+pytestmark = pytest.mark.slow
+
+HOSTILE_LOG = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serve")
+    db = f"sqlite:///{tmp / 'serve.db'}"
+    token = make_token(db)
+    shouts = tmp / "shouts_html.py"  # honest, but prints markup into its log
+    shouts.write_text(f"import torch\n\nprint({HOSTILE_LOG!r}, flush=True)\n\n\ndef run(x, y):\n"
+                      "    return torch.add(y, x, alpha=2)\n")
+    server = Server(db, free_port(), ("--allow-uploads",), log=tmp / "server.log").start()
+    ids = {}
+    for cand in (CANDIDATES / "honest.py", CANDIDATES / "wrong_values.py", shouts):
+        status, made = submit(server, token, cand, ["tiny.scaled_add"], workloads=["n4"])
+        assert status == 201, made
+        ids[cand.stem] = made["id"]
+    subs = {name: wait_final(server, i) for name, i in ids.items()}
+    yield server, token, subs, tmp, shouts
+    server.kill()
+
+
+def test_unauthenticated_and_bad_tokens_get_401(served):
+    server, token, *_ = served
+    status, body = submit(server, None, CANDIDATES / "honest.py", ["tiny.scaled_add"])
+    assert status == 401 and "no token" in body["error"]
+    status, body = submit(server, token[:-2] + "xx", CANDIDATES / "honest.py", ["tiny.scaled_add"])
+    assert status == 401 and body["error"] == "unknown or revoked token"
+
+
+def test_the_statuses_are_those_of_solbench_run(served):
+    server, token, subs, tmp, shouts = served
+    out = tmp / "run.jsonl"
+    proc = solbench("run", str(TINY / "scaled_add"), "--workload", "n4", "--device", "cpu", "--budget", "0.05",
+                    "-o", str(out), "-q", "-s", str(CANDIDATES / "honest.py"), "-s", str(CANDIDATES / "wrong_values.py"),
+                    "-s", str(shouts))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    by_run = {r["solution"]: r["status"] for r in read_records([out])[0]}
+    by_service = {}
+    for name, sub in subs.items():
+        assert sub["state"] == "done", sub
+        (rec,) = sub["records"]  # exactly one: one workload, one candidate
+        assert (rec["problem"], rec["workload"], rec["solution"]) == ("tiny.scaled_add", "n4", name)
+        by_service[name] = rec["status"]
+    assert by_service == by_run == {"honest": "PASSED", "wrong_values": "INCORRECT", "shouts_html": "PASSED"}
+    wrong = subs["wrong_values"]["records"][0]
+    assert "outside atol=1e-05" in wrong["reason"] and wrong["sol"] is None
+
+
+def test_submit_wait_prints_the_table_of_run(served):
+    server, token, *_ = served
+    proc = solbench("submit", str(CANDIDATES / "wrong_values.py"), "--problem", "tiny.scaled_add", "--workload", "n4",
+                    "--server", server.url, "--token", token, "--wait", "-q", env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 1, proc.stderr  # like run: not every record passed
+    assert "tiny.scaled_add (scored against" in proc.stdout and "INCORRECT" in proc.stdout
+    assert "0 of 1 passed on cpu" in proc.stdout
+    missing = solbench("submit", str(CANDIDATES / "honest.py"), "--problem", "tiny.nope", "--server", server.url,
+                       "--token", token)
+    assert missing.returncode == 2 and "HTTP 404" in missing.stderr and "Traceback" not in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_an_uploaded_problem_folder_is_scored_but_kept_off_the_leaderboard(served):
+    server, token, *_ = served
+    proc = solbench("submit", str(CANDIDATES / "honest.py"), "--problem", str(TINY / "scaled_add"), "--workload",
+                    "n4", "--server", server.url, "--token", token, "--wait", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 of 1 passed on cpu" in proc.stdout
+    board = json.loads(request(server, "GET", "/v1/leaderboard/tiny.scaled_add")[1])
+    uploaded = int(proc.stderr.split("#")[1].split()[0])
+    assert all(not r["candidate"].startswith(f"#{uploaded} ") for r in board["rows"])
+
+
+def test_events_stream_the_records_then_the_final_state(served):
+    server, _, subs, *_ = served
+    status, body, headers = request(server, "GET", f"/v1/submissions/{subs['honest']['id']}/events")
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    events = [block.split("\n") for block in body.decode().strip().split("\n\n")]
+    kinds = [next(line[7:] for line in e if line.startswith("event: ")) for e in events]
+    assert kinds[0] == "record" and kinds[-1] == "state"
+    record = json.loads(next(line[6:] for line in events[0] if line.startswith("data: ")))
+    assert record["status"] == "PASSED" and record["solution"] == "honest"
+    assert json.loads(next(line[6:] for line in events[-1] if line.startswith("data: ")))["state"] == "done"
+
+
+def test_export_writes_the_jsonl_records_of_run(served):
+    server, _, subs, tmp, _ = served
+    out = tmp / "export.jsonl"
+    proc = solbench("serve", "export", "--db", server.db, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows, warnings = read_records([out])
+    assert not warnings
+    assert {r["solution"] for r in rows} >= set(subs)
+    assert sum(len(s["records"]) for s in subs.values()) <= len(rows)
+
+
+def test_leaderboard_json_ranks_each_submission(served):
+    server, _, subs, *_ = served
+    board = json.loads(request(server, "GET", "/v1/leaderboard/tiny.scaled_add")[1])
+    ranked = {r["candidate"]: r for r in board["rows"]}
+    honest, shouts = f"#{subs['honest']['id']} honest", f"#{subs['shouts_html']['id']} shouts_html"
+    assert ranked[honest]["workloads_passed"] == 1 and ranked[honest]["rank"] in (1, 2)
+    wrong = next(r for name, r in ranked.items() if name.endswith(" wrong_values"))
+    assert wrong["rank"] is None and wrong["INCORRECT"] == 1
+    (best,) = board["best_known"]
+    sols = {name: subs[name]["records"][0]["sol"] for name in ("honest", "shouts_html")}
+    assert best["workload"] == "n4" and best["best_known_sol"] == pytest.approx(max(sols.values()))
+    assert best["holder"] in (honest, shouts)
+
+
+def _browser() -> str:
+    for name in BROWSERS:
+        if path := shutil.which(name):
+            return path
+    message = "headless Chromium not found: install it with `apt-get install -y chromium`"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI is set: this test must run)")
+    pytest.skip(message)
+
+
+def _dom(browser: str, tmp, url: str) -> str:
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+           f"--user-data-dir={tmp / 'profile'}", "--dump-dom", url]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+@pytest.mark.timeout(400)
+def test_chromium_renders_the_leaderboard_and_runs_nothing(served, tmp_path):
+    from record_factory import HtmlPage
+
+    server, _, subs, *_ = served
+    browser = _browser()
+    dom = HtmlPage(_dom(browser, tmp_path, f"{server.url}/leaderboard/tiny.scaled_add"))
+    tags = [t for t, _ in dom.tags]
+    text = " ".join(dom.text)
+    assert "script" not in tags
+    classes = [a.get("class", "") for t, a in dom.tags if t == "table"]
+    assert "leaderboard problem" in classes and "best-known" in classes
+    for name in ("honest", "wrong_values", "shouts_html"):
+        assert f"#{subs[name]['id']} {name}" in text
+    assert "INCORRECT 1" in text  # the failing one's row
+    raw = _dom(browser, tmp_path, f"{server.url}/submissions/{subs['shouts_html']['id']}")
+    page = HtmlPage(raw)
+    assert "script" not in [t for t, _ in page.tags] and "img" not in [t for t, _ in page.tags]
+    assert "<script>document.title='pwned'</script>" in "".join(page.text)  # the log, as text
+    assert re.search(r"<title>(.*?)</title>", raw).group(1) == f"submission #{subs['shouts_html']['id']}"
