@@ -177,6 +177,8 @@ class Runner:
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         """Run a whole plan (every item's lanes, pipelined); the records, in the order they were made."""
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
+        if len(plan) > 1 and self.in_flight > 1:
+            _warm_imports()
         with stop_on_signals():
             try:
                 self._run_lanes(lanes_of(plan))
@@ -439,6 +441,19 @@ def lanes_of(plan: list[PlanItem]) -> list[Lane]:
     """The plan's lanes: per item, one per candidate, in the plan's order (a problem's candidates
     side by side, so they share its inputs and reference outputs while both are in flight)."""
     return [Lane(item.problem, list(item.workloads), c) for item in plan for c in item.candidates]
+
+
+def _warm_imports() -> None:
+    """Import, on a thread of its own, what the parent needs later and takes seconds to import (the
+    FLOP counter pulls in torch's higher-order ops: 4 s on the H200's host), while the first workers
+    start, instead of in the first lane that counts FLOPs."""
+    def body() -> None:
+        try:
+            import torch.utils.flop_counter  # noqa: F401
+        except ImportError:
+            pass
+
+    threading.Thread(target=body, name="warm-imports", daemon=True).start()
 
 
 def _cases_bytes(value: tuple[WorkloadCases, RooflinePoint]) -> int:
