@@ -128,7 +128,7 @@ def check_candidate(op: str, file: str, spec: Any, eager_cache: dict, deadline: 
     import torch
 
     from solbench import load_problem, workload_point
-    from solbench.data.inputs import load_generator, load_module, load_reference, make_inputs
+    from solbench.engine.problem_code import load_generator, load_module, load_reference, make_inputs
 
     folder = PROBLEM_ROOT / op
     if not (folder / "problem.yaml").is_file():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import statistics
 import sys
 import time
@@ -52,7 +53,9 @@ class Tally:
         self.out, self.planned, self.time_box_s = out, planned, time_box_s
         self.t0 = self.last = time.monotonic()
         self.rows: list[dict[str, Any]] = []
-        self.doc: dict[str, Any] = {"command": " ".join(["python", "benchmarks/profile_throughput.py", *argv]),
+        out_dir = os.environ.get("OUT")
+        shown = [a.replace(out_dir, "$OUT") if out_dir else a for a in argv]  # no host paths in the results
+        self.doc: dict[str, Any] = {"command": " ".join(["python", "benchmarks/profile_throughput.py", *shown]),
                                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     "planned_pairs": planned, "complete": False}
 

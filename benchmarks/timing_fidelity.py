@@ -326,6 +326,16 @@ def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: fl
     return row
 
 
+def _shown(path: Path | None) -> str | None:
+    """A path as the results record it: relative to the repository when under it (no host paths)."""
+    if path is None:
+        return None
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
 def _previous_medians(path: Path | None) -> dict[str, float]:
     if path is None or not path.is_file():
         return {}
@@ -357,7 +367,7 @@ def run_compare(args: argparse.Namespace, cases: dict[str, Callable[[], Case]], 
                            "after_settings": {k: v for k, v in vars(TimingConfig()).items()
                                               if k in ("warmup_s", "warmup_min_s", "warmup_stable_rel", "min_samples",
                                                        "max_samples", "target_rel_ci", "flush_l2_factor")},
-                           "previous": str(args.previous) if args.previous else None, "cases": rows}
+                           "previous": _shown(args.previous), "cases": rows}
     t0 = time.monotonic()
     for name in args.case or list(cases):
         if args.time_box and time.monotonic() - t0 > args.time_box:

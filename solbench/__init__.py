@@ -16,20 +16,15 @@ from solbench.data.expr import evaluate as evaluate_expression
 from solbench.data.hardware import HardwareSpec, detect_spec, list_specs, load_spec
 from solbench.data.problem import Problem, Workload, find_problems, load_problem
 from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import (
-    AnchoredScore,
-    RooflinePoint,
-    anchored_score,
-    problem_points,
-    sol,
-    workload_point,
-)
+from solbench.data.roofline import AnchoredScore, RooflinePoint, anchored_score, sol
 from solbench.data.validate import validate_paths
 from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
 from solbench.worker.candidate import load_sibling  # for candidate files: load a file next to them
 
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
+# Workloads' roofline points, lazy too: a problem's own code (cost hook, flops: auto) runs in its sandboxed host.
+_WORK_NAMES = ("problem_points", "workload_point")
 
 
 # Presentation (results -> leaderboard, charts, report), also lazy: it pulls in pandas and matplotlib.
@@ -42,6 +37,10 @@ def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
         from solbench import api
 
         return getattr(api, name)
+    if name in _WORK_NAMES:
+        from solbench.engine import work
+
+        return getattr(work, name)
     if name in _PRESENT_NAMES:
         import importlib
 
@@ -53,6 +52,7 @@ __all__ = [
     "__version__",
     *_ENGINE_NAMES,
     *_PRESENT_NAMES,
+    *_WORK_NAMES,
     "AnchoredScore",
     "ExpressionError",
     "HardwareSpec",
@@ -72,8 +72,6 @@ __all__ = [
     "load_problem",
     "load_sibling",
     "load_spec",
-    "problem_points",
     "sol",
     "validate_paths",
-    "workload_point",
 ]

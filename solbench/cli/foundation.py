@@ -24,8 +24,9 @@ from solbench.cli._common import (
 from solbench.data.hardware import HardwareSpec, list_specs, load_spec
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import find_problems, load_problem, problem_json_schema
-from solbench.data.roofline import problem_points, workload_point
-from solbench.data.validate import validate_paths
+from solbench.data.validate import collect_files, validate_paths
+from solbench.engine.problem_host import new_host
+from solbench.engine.work import deep_check, problem_points, workload_point
 from solbench.errors import SolbenchError
 
 
@@ -47,7 +48,10 @@ def validate(
     if measured:
         _validate_measured(paths, fmt, show_all, problems)
         return
-    n, errs = validate_paths(list(paths), deep=deep)
+    with new_host() as host:  # --deep: the problems' code runs in one sandboxed host that may read their folders
+        if deep:
+            host.expect(f.parent for f in collect_files(list(paths))[0])
+        n, errs = validate_paths(list(paths), check=(lambda p: deep_check(p, host)) if deep else None)
     for e in errs:
         err_console.print(e, markup=False, highlight=False, soft_wrap=True)
     if errs:
@@ -112,10 +116,13 @@ def list_problems(
     if not root.exists():
         raise SolbenchError(f"problems folder {root} not found: pass --problems DIR")
     spec = load_spec(gpu)
+    loaded = [load_problem(f) for f in find_problems(root)]
+    # Problems whose work their code computes (cost hooks, flops: auto) share one sandboxed host; the rest need none.
+    with new_host() as host:
+        host.expect(p.folder for p in loaded if p.work_runs_code)
+        points = [problem_points(p, spec, host) for p in loaded]
     rows = []
-    for f in find_problems(root):
-        p = load_problem(f)
-        pts = problem_points(p, spec)
+    for p, pts in zip(loaded, points, strict=True):
         dtypes = sorted({t.dtype for t in [*p.inputs.values(), *p.outputs.values()] if t.shape is not None})
         rows.append({
             "name": p.name,
@@ -123,7 +130,7 @@ def list_problems(
             "tags": p.tags,
             "dtypes": dtypes,
             "workloads": [{"name": pt.workload, "bound": pt.bound, "t_ideal_s": pt.t_ideal_s} for pt in pts],
-            "path": str(f),
+            "path": str(p.path),
         })
     if fmt == ListFormat.json:
         typer.echo(json_text(rows))
@@ -192,7 +199,8 @@ def sol(
     """FLOPs, bytes, intensity, T_compute, T_memory, T_ideal and bound per workload."""
     p = resolve_problem(problem)
     spec = load_spec(gpu)
-    pts = [workload_point(p, workload, spec)] if workload else problem_points(p, spec)
+    with new_host() as host:
+        pts = [workload_point(p, workload, spec, host=host)] if workload else problem_points(p, spec, host)
     if as_json:
         typer.echo(json_text([pt.contract_dict() for pt in pts]))
         return

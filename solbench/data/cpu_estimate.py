@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
-
-from solbench.data.hardware import HardwareSpec
+from typing import Any
 
 CPU_ESTIMATE_ID = "cpu_estimate"
 _CPU_CLOCK_HZ = 5.0e9
@@ -38,14 +37,15 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def cpu_estimate_spec() -> HardwareSpec:
-    """An upper-bound roofline for this CPU (see the module docstring)."""
+def cpu_estimate_fields() -> dict[str, Any]:
+    """The fields of an upper-bound roofline spec for this CPU (see the module docstring);
+    :func:`solbench.data.hardware.cpu_estimate_spec` makes the spec of them."""
     cores = cpu_count()
     note = (f"built-in upper-bound estimate for {cores} core(s) of {cpu_model()}: "
             f"cores x {_CPU_CLOCK_HZ / 1e9:g} GHz x "
             f"FLOP/cycle (AVX-512 FMA, AMX) and {_CPU_BYTES_PER_CYCLE} B/cycle (L1 loads); not a measurement - "
             "run `solbench calibrate` for a measured CPU spec")
-    return HardwareSpec.model_validate({
+    return {
         "id": CPU_ESTIMATE_ID,
         "name": f"CPU estimate ({cores} cores)",
         "vendor": "cpu",
@@ -54,4 +54,4 @@ def cpu_estimate_spec() -> HardwareSpec:
         "peak_flops": {k: cores * _CPU_CLOCK_HZ * v for k, v in _CPU_FLOP_PER_CYCLE.items()},
         "sources": [note],
         "notes": note,
-    })
+    }

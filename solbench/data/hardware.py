@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from solbench.data.cpu_estimate import CPU_ESTIMATE_ID, cpu_estimate_fields
 from solbench.data.dtypes import PEAK_KEYS
 from solbench.data.library import spec_dirs
 from solbench.data.yamlio import checked_model, read_yaml_file
@@ -219,13 +220,16 @@ def load_spec(id_or_path: str | Path, spec_dir: str | Path | None = None) -> Har
     for s in _measured_specs(spec_dir):  # a calibrated spec's id need not be its file name
         if s.id == str(id_or_path):
             return s
-    if str(id_or_path) == "cpu_estimate":
-        from solbench.data.cpu_estimate import cpu_estimate_spec
-
+    if str(id_or_path) == CPU_ESTIMATE_ID:
         return cpu_estimate_spec()
-    ids = [s.id for s in list_specs(spec_dir)] + ["cpu_estimate"]
+    ids = [s.id for s in list_specs(spec_dir)] + [CPU_ESTIMATE_ID]
     raise SpecError(f"unknown GPU {str(id_or_path)!r}{did_you_mean(id_or_path, ids)}: pick one of {', '.join(ids)} "
                     "(see `solbench specs`), or pass a spec file path")
+
+
+def cpu_estimate_spec() -> HardwareSpec:
+    """The built-in upper-bound roofline of this CPU (spec id ``cpu_estimate``; :mod:`solbench.data.cpu_estimate`)."""
+    return HardwareSpec.model_validate(cpu_estimate_fields())
 
 
 def load_spec_id(spec_id: str, spec_dir: str | Path | None = None) -> HardwareSpec:

@@ -3,7 +3,9 @@
 Floating inputs are standard normal by default, integer inputs uniform in [-64, 64), bools fair coins.
 A problem that needs structure (token ids in range, routing indices, positive scales, cos/sin
 tables) names ``input_generator: reference.py:make_inputs``; that function receives
-``(axes, generator, device)`` and returns a dict with some or all of the inputs.
+``(axes, generator, device)`` and returns a dict with some or all of the inputs. This module never
+loads or calls it by itself: :func:`make_inputs` takes it as ``generator_fn``, which the engine
+gives (a call into the problem's sandboxed host, :mod:`solbench.engine.problem_host`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from solbench.data.problem import Problem
 from solbench.errors import ProblemError
-
-if TYPE_CHECKING:  # a type only: problem.py imports this module for `flops: auto`
-    from solbench.data.problem import Problem
 
 
 def module_name(prefix: str, path: Path) -> str:
@@ -28,7 +28,8 @@ def module_name(prefix: str, path: Path) -> str:
 
 def import_file(path: Path, mod_name: str) -> Any:
     """Import a Python file as module ``mod_name`` (registered in sys.modules); ImportError if it is
-    not a Python module. What the file itself raises propagates."""
+    not a Python module. What the file itself raises propagates. A loader for the layers that run
+    code (the candidate worker, the problem host, the KernelBench import); this layer never calls it."""
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"{path.name} cannot be imported as a Python module")
@@ -38,40 +39,8 @@ def import_file(path: Path, mod_name: str) -> Any:
     return mod
 
 
-def load_module(path: Path, name_hint: str = "ref") -> Any:
-    """Import a problem's Python file (reference, generator) under a unique module name."""
-    try:
-        return import_file(path, module_name(f"_solbench_{name_hint}_", path.resolve()))
-    except ImportError as err:
-        if err.name is not None:  # an import inside the file failed: the file's own error
-            raise
-        raise ProblemError([f"{path}: cannot be imported"]) from None
-
-
-def _real_file(problem: Problem, key: str, ref: str) -> Path:
-    """The real path of a reference or generator, checked again at import (validation checked it at load)."""
-    from solbench.data.problem import inside_folder
-
-    file = ref.rpartition(":")[0]
-    real = inside_folder(problem, file)
-    if real is None:
-        raise ProblemError([f"{problem.path or problem.name}: {key}: {file!r} resolves outside the problem's folder"])
-    return real
-
-
-def load_reference(problem: Problem) -> Callable[..., Any]:
-    mod = load_module(_real_file(problem, "reference", problem.reference), "ref")
-    return getattr(mod, problem.reference_function)
-
-
-def load_generator(problem: Problem) -> Callable[..., dict] | None:
-    if not problem.input_generator:
-        return None
-    mod = load_module(_real_file(problem, "input_generator", problem.input_generator), "gen")
-    return getattr(mod, problem.generator_function)  # type: ignore[arg-type]
-
-
-def _seed_for(seed: int, name: str) -> int:
+def input_seed(seed: int, name: str) -> int:
+    """The seed of one input's stream (``__generator__``: the generator's) from a case's seed."""
     # Independent stream per input, so adding an input does not change the others.
     return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
@@ -112,6 +81,9 @@ def make_inputs(
 ) -> dict[str, Any]:
     """All inputs of a workload, in run() order. Deterministic in (problem, axes, seed, device).
 
+    ``generator_fn``: the problem's input generator (required when it names one: ProblemError without
+    it); called as ``generator_fn(axes, generator, device)`` with a generator seeded from ``seed``.
+
     ``scalars``: the workload's values of scalar inputs (``Problem.scalars_for``), else the declared ones.
     ``placeholders``: inputs the generator does not make are ``meta`` tensors (shape and dtype, no
     values, nothing allocated): what a cost hook sees in ``sol`` and ``list``.
@@ -122,10 +94,13 @@ def make_inputs(
 
     scalars = scalars or {}
     custom: dict[str, Any] = {}
-    fn = generator_fn if generator_fn is not None else load_generator(problem)
+    fn = generator_fn
+    if fn is None and problem.input_generator is not None:
+        raise ProblemError([f"{problem.name}: its inputs need its input generator {problem.input_generator}, run by "
+                            "the engine in the problem's sandboxed host (solbench.engine.problem_host)"])
     if fn is not None:
         g = torch.Generator(device=device)
-        g.manual_seed(_seed_for(seed, "__generator__"))
+        g.manual_seed(input_seed(seed, "__generator__"))
         custom = _generated(problem, fn, axes, g, device)
         unknown = set(custom) - set(problem.inputs)
         if unknown:
@@ -150,7 +125,7 @@ def make_inputs(
         elif placeholders:
             out[name] = torch.empty(shape, dtype=torch_dtype(spec.dtype), device="meta")
         else:
-            out[name] = default_tensor(shape, spec.dtype, _seed_for(seed, name), device)
+            out[name] = default_tensor(shape, spec.dtype, input_seed(seed, name), device)
     return out
 
 

@@ -255,31 +255,34 @@ class Problem(_Strict):
         own = w.inputs if w is not None else {}
         return {n: own.get(n, t.value) for n, t in self.inputs.items() if t.shape is None}  # type: ignore[misc]
 
-    def work_for(self, axes: dict[str, int], workload: Workload | str | None = None) -> tuple[int, int]:
-        """(FLOPs, bytes) of a workload: from the cost hook on its seed-0 inputs when the problem has one
-        (:func:`solbench.data.cost.workload_cost`), else from the formulas."""
-        if self.cost is not None:
-            from solbench.data.cost import workload_cost
+    @property
+    def work_runs_code(self) -> bool:
+        """Whether FLOPs or bytes come from the problem's own code (a cost hook, ``flops: auto``): then
+        they are computed in its sandboxed host (:mod:`solbench.engine.work`), never in this layer."""
+        return self.cost is not None or self.flops == "auto"
 
-            c = workload_cost(self, axes, self.scalars_for(workload))
-            return c.flops, c.bytes
+    def formula_work(self, axes: dict[str, int]) -> tuple[int, int]:
+        """(FLOPs, bytes) from the formulas; ProblemError for a problem whose work its code computes."""
         return self.flops_for(axes), self.bytes_for(axes)
 
     def bytes_for(self, axes: dict[str, int]) -> int:
+        """Bytes from the ``bytes`` formula (or ``auto``); a cost hook's problem: ProblemError."""
         if self.cost is not None:
-            return self.work_for(axes)[1]
+            raise self._needs_code("bytes", f"its cost hook {self.cost}")
         if self.bytes == "auto":
             return self.auto_bytes(axes)
         return int(_expr.evaluate(self.bytes, axes))  # type: ignore[arg-type]
 
     def flops_for(self, axes: dict[str, int]) -> int:
-        if self.cost is not None:
-            return self.work_for(axes)[0]
-        if self.flops == "auto":
-            from solbench.data.flopcount import count_reference_flops
-
-            return count_reference_flops(self, axes)
+        """FLOPs from the ``flops`` formula; a cost hook's or ``flops: auto`` problem: ProblemError."""
+        if self.work_runs_code:
+            raise self._needs_code("flops", f"its cost hook {self.cost}" if self.cost else "`flops: auto` (its "
+                                   "reference under FlopCounterMode)")
         return int(_expr.evaluate(self.flops, axes))  # type: ignore[arg-type]
+
+    def _needs_code(self, key: str, source: str) -> ProblemError:
+        return ProblemError([f"{self.path or self.name}: {key} come from {source}, which runs only in the problem's "
+                             "sandboxed host: use solbench.engine.work (solbench.workload_point)"])
 
     def tolerance_for(self, workload: Workload | str) -> Tolerance:
         w = self.workload(workload) if isinstance(workload, str) else workload

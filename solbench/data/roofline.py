@@ -6,7 +6,7 @@ SOL = T_ideal / T_actual (1.0 = at the roofline).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -122,23 +122,16 @@ def point(flops: int, nbytes: int, compute_dtype: str, spec: HardwareSpec, workl
 
 
 def workload_point(problem: Problem, workload: Workload | str, spec: HardwareSpec,
-                   axes: dict[str, int] | None = None) -> RooflinePoint:
-    """Roofline numbers for one workload of a problem on a spec (``axes``: already resolved, saves a pass)."""
+                   axes: dict[str, int] | None = None, work: tuple[int, int] | None = None) -> RooflinePoint:
+    """Roofline numbers for one workload of a problem on a spec (``axes``: already resolved, saves a pass).
+
+    ``work``: its (FLOPs, bytes) when its code computes them (a cost hook, ``flops: auto``: the
+    engine's :func:`solbench.engine.work.workload_point` runs that code in the problem's host); else
+    from the formulas."""
     w = problem.workload(workload) if isinstance(workload, str) else workload
     axes = axes if axes is not None else problem.resolve_axes(w)
-    return point(*problem.work_for(axes, w), problem.compute_dtype, spec, w.name)
-
-
-def timed_point(problem: Problem, workload: Workload, spec: HardwareSpec, axes: dict[str, int],
-                input_sets: list[dict[str, Any]]) -> RooflinePoint:
-    """The roofline of the inputs a run timed: a cost hook's mean over the timing sets (with its spread in
-    ``cost``), or the formulas when the problem has no hook."""
-    if problem.cost is None:
-        return workload_point(problem, workload, spec, axes)
-    from solbench.data.cost import timed_cost
-
-    mean, summary = timed_cost(problem, axes, input_sets)
-    return replace(point(mean.flops, mean.bytes, problem.compute_dtype, spec, workload.name), cost=summary)
+    flops, nbytes = work if work is not None else problem.formula_work(axes)
+    return point(flops, nbytes, problem.compute_dtype, spec, w.name)
 
 
 def problem_points(problem: Problem, spec: HardwareSpec) -> list[RooflinePoint]:

@@ -24,12 +24,12 @@ from solbench.data.hardware import HardwareSpec
 from solbench.data.problem import load_problem
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
-from solbench.data.roofline import workload_point
 from solbench.dispatch.items import WorkItem, record_key, split_plan
 from solbench.engine.identity import RunIdentity
 from solbench.engine.options import RunOptions
 from solbench.engine.runner import NullProgress, PlanItem, Progress
 from solbench.engine.scoring import Evaluation, build_record
+from solbench.engine.work import workload_point
 from solbench.errors import SolbenchError
 from solbench.guards import make_undumpable
 from solbench.worker.candidate import CandidateFile

@@ -115,8 +115,9 @@ class ExecutorSession:
             return None
 
     def close(self) -> None:
-        """Stop the workers started ahead for an item that never came."""
+        """Stop the workers started ahead for an item that never came, and the problem hosts."""
         self.runner.discard_started()
+        self.runner.close_hosts()
 
     def plan_item(self, item: WorkItem) -> PlanItem:
         """The engine's item, from files this executor can read; a candidate that differs from the driver's

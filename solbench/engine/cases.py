@@ -1,6 +1,7 @@
 """The inputs and reference outputs of one workload: correctness rounds and timing sets.
 
-Made by the parent. Each round and each timing set has its own seed, derived from the run's base
+Made by the parent, with the problem's own code (input generator, reference) run in its sandboxed
+host (:mod:`solbench.engine.problem_host`). Each round and each timing set has its own seed, derived from the run's base
 seed (random per run unless given), so inputs are fresh every round and a candidate cannot
 predict them. The reference runs on pristine copies; the generated inputs are kept untouched so
 the parent can tell whether the candidate changed its copies.
@@ -15,6 +16,7 @@ from typing import Any
 
 from solbench.data.inputs import make_inputs
 from solbench.data.problem import Problem, Tolerance, Workload
+from solbench.engine.problem_host import HostedReference
 from solbench.errors import ProblemError
 
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
@@ -64,6 +66,16 @@ def _clone(v: Any) -> Any:
     return v.clone() if hasattr(v, "clone") else v
 
 
+def _call_reference(ref_fn: Callable[..., Any], axes: dict[str, int], inputs: dict[str, Any]) -> Any:
+    """The reference on pristine copies of the inputs: in the problem's sandboxed host (a
+    :class:`HostedReference`: the inputs are sent, this process's stay untouched), or a plain function
+    called here (tests of the shipped problems, which they trust)."""
+    if isinstance(ref_fn, HostedReference):
+        device = next((str(v.device) for v in inputs.values() if hasattr(v, "device")), "cpu")
+        return tuple(ref_fn.outputs(axes, list(inputs.values()), device))
+    return ref_fn(*[_clone(v) for v in inputs.values()])
+
+
 def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
                       inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the reference on pristine copies; check its outputs against the declaration."""
@@ -72,7 +84,9 @@ def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[.
     from solbench.data.dtypes import torch_dtype
 
     try:
-        result = ref_fn(*[_clone(v) for v in inputs.values()])
+        result = _call_reference(ref_fn, axes, inputs)
+    except ProblemError:
+        raise
     except Exception as err:  # the problem's own code: a problem error, not a candidate's
         raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
     if isinstance(result, torch.Tensor):

@@ -14,7 +14,8 @@ from solbench.timing.config import TimingConfig
 MIN_ROUNDS = 3
 # The flag a record of a run without the guards carries (``RunOptions.guards`` off).
 GUARDS_OFF_FLAG = "guards-off"
-_SECONDS = ("timeout_s", "compile_timeout_s", "budget_s")
+_SECONDS = ("timeout_s", "compile_timeout_s", "budget_s", "problem_timeout_s")
+PROBLEM_TIMEOUT_S = 300.0
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10}(:\d{1,10})?", re.IGNORECASE)
 
 
@@ -26,6 +27,23 @@ def default_device() -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     except ImportError:
         return "cpu"
+
+
+def default_worker_user() -> str:
+    """The user workers and the problem host run as when solbench is root: $SOLBENCH_WORKER_USER, else nobody."""
+    return os.environ.get("SOLBENCH_WORKER_USER", "nobody")
+
+
+def default_problem_timeout() -> float:
+    """Seconds one call of a problem's own code may take: $SOLBENCH_PROBLEM_TIMEOUT_S, else 300."""
+    text = os.environ.get("SOLBENCH_PROBLEM_TIMEOUT_S", "")
+    try:
+        value = float(text) if text else PROBLEM_TIMEOUT_S
+    except ValueError:
+        raise SolbenchError(f"SOLBENCH_PROBLEM_TIMEOUT_S={text[:40]!r}: give a number of seconds") from None
+    if not value > 0:
+        raise SolbenchError(f"SOLBENCH_PROBLEM_TIMEOUT_S={text[:40]!r}: give a positive number of seconds")
+    return value
 
 
 def default_workers_ahead() -> int:
@@ -50,15 +68,20 @@ class RunOptions(BaseModel):
     compile_timeout_s: float = Field(600.0, description="seconds for a worker's start, the candidate's import "
                                                         "and its first call (once: after a first call that ran "
                                                         "out of it, the candidate's next workers get timeout_s)")
+    problem_timeout_s: float = Field(default_factory=default_problem_timeout,
+                                     description="seconds one call of a problem's own code (input generator, "
+                                                 "reference, cost hook) may take in its sandboxed host before the "
+                                                 "host is stopped and the run ends with one line "
+                                                 "(default $SOLBENCH_PROBLEM_TIMEOUT_S, else 300)")
     budget_s: float = Field(1.0, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
     log_bytes: int = Field(8192, description="most bytes of the candidate's own output (what its worker printed, "
                                              "control characters removed) kept in a record's log; 0 leaves it out")
-    worker_user: str = Field(default_factory=lambda: os.environ.get("SOLBENCH_WORKER_USER", "nobody"),
-                             description="when solbench runs as root, the user the workers (and all they "
-                                         "start) run as: a name or uid[:gid] (default $SOLBENCH_WORKER_USER, else "
+    worker_user: str = Field(default_factory=default_worker_user,
+                             description="when solbench runs as root, the user the workers and the problem "
+                                         "host (and all they start) run as: a name or uid[:gid] (default $SOLBENCH_WORKER_USER, else "
                                          "nobody); root keeps root (never for untrusted code)")
     worker_reads: tuple[str, ...] = Field((), description="more folders the workers may read, besides the Python "
                                                           "installation, system libraries and the candidate's folder")

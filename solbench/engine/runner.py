@@ -30,14 +30,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from solbench.data.hardware import HardwareSpec
-from solbench.data.inputs import load_generator, load_reference
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint, timed_point
+from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -57,7 +56,9 @@ from solbench.engine.pipeline import (
     run_lanes,
     timing_batch,
 )
+from solbench.engine.problem_host import ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
+from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
@@ -151,7 +152,11 @@ class Runner:
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
         self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
-        self._problem_code: dict[str, tuple[Any, Any]] = {}
+        # The problems' own code (generators, references, cost hooks) runs in sandboxed hosts
+        # (solbench.engine.problem_host), one per lane thread, each kept for all its workloads, started
+        # on first use and stopped when the run ends (or at exit).
+        self._hosts: dict[int, ProblemHost] = {}
+        self._folders: set[str] = set()
         self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
         self._aborted = False
         self._stop = threading.Event()  # the current run's: set, no new record starts
@@ -177,13 +182,12 @@ class Runner:
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         """Run a whole plan (every item's lanes, pipelined); the records, in the order they were made."""
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
-        if len(plan) > 1 and self.in_flight > 1:
-            _warm_imports()
         with stop_on_signals():
             try:
                 self._run_lanes(lanes_of(plan))
             finally:
                 self.discard_started()
+                self.close_hosts()
         return self.records
 
     def run_item(self, item: PlanItem, upcoming: PlanItem | None = None) -> list[ResultRecord]:
@@ -200,6 +204,8 @@ class Runner:
 
     def _run_lanes(self, lanes: list[Lane], upcoming: list[Lane] = ()) -> None:
         self.cases.expect(lanes)
+        with self._lock:  # one host process per lane serves every problem of the run: no restart per folder
+            self._folders.update(str(lane.problem.folder.resolve()) for lane in [*lanes, *upcoming])
         self.gate.pause = self._pause_others
         stop = self._stop = threading.Event()
         queue = [*lanes, *upcoming]
@@ -276,17 +282,34 @@ class Runner:
 
     def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
         """The workload's inputs and reference outputs, and its roofline point (a cost hook counts the
-        work of the inputs timed, the sets); made by the parent on the device, holding the gate shared."""
-        with self._lock:
-            if problem.name not in self._problem_code:
-                self._problem_code[problem.name] = (load_reference(problem), load_generator(problem))
-            ref_fn, gen_fn = self._problem_code[problem.name]
+        work of the inputs timed, the sets); made on the device by this lane's problem host, holding the
+        gate shared."""
+        host = self.host()
+        ref_fn, gen_fn = host.functions(problem)
         opts = self.options
         with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
             cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device, rounds=opts.rounds,
                                   ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes)
-            roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets])
+            roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
         return cases, roof
+
+    def host(self) -> ProblemHost:
+        """This thread's problem host (made on first use; it may read every problem folder of the run)."""
+        key = threading.get_ident()
+        with self._lock:
+            host = self._hosts.get(key)
+            if host is None:
+                opts = self.options
+                host = self._hosts[key] = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+            host.expect(self._folders)
+        return host
+
+    def close_hosts(self) -> None:
+        """Stop the problem hosts (a later request starts one again)."""
+        with self._lock:
+            hosts, self._hosts = list(self._hosts.values()), {}
+        for host in hosts:
+            host.close()
 
     def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
         """Hooks, the results file, progress: one record at a time."""
@@ -441,19 +464,6 @@ def lanes_of(plan: list[PlanItem]) -> list[Lane]:
     """The plan's lanes: per item, one per candidate, in the plan's order (a problem's candidates
     side by side, so they share its inputs and reference outputs while both are in flight)."""
     return [Lane(item.problem, list(item.workloads), c) for item in plan for c in item.candidates]
-
-
-def _warm_imports() -> None:
-    """Import, on a thread of its own, what the parent needs later and takes seconds to import (the
-    FLOP counter pulls in torch's higher-order ops: 4 s on the H200's host), while the first workers
-    start, instead of in the first lane that counts FLOPs."""
-    def body() -> None:
-        try:
-            import torch.utils.flop_counter  # noqa: F401
-        except ImportError:
-            pass
-
-    threading.Thread(target=body, name="warm-imports", daemon=True).start()
 
 
 def _cases_bytes(value: tuple[WorkloadCases, RooflinePoint]) -> int:

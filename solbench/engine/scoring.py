@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from solbench._version import __version__
-from solbench.data.cpu_estimate import CPU_ESTIMATE_ID, cpu_estimate_spec
-from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, measured_refinement
+from solbench.data.cpu_estimate import CPU_ESTIMATE_ID
+from solbench.data.hardware import HardwareSpec, cpu_estimate_spec, detect_spec, load_spec, measured_refinement
 from solbench.data.noise import NOISY_FLAG, noisy_reason
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status

@@ -26,6 +26,7 @@ from solbench.data.library import problems_root
 from solbench.data.problem import Problem, find_problems, load_problem
 from solbench.data.rollup import Phase, RollupError, Scenario, in_phase, layer_problems, scenario, workload_at
 from solbench.data.roofline import point
+from solbench.engine.work import workload_work
 from solbench.errors import SolbenchError
 from solbench.present.best_known import is_baseline
 from solbench.present.markup import one_line
@@ -142,7 +143,8 @@ def pick_gpu(records: pd.DataFrame, names: Iterable[str], gpu: str | None) -> Ha
 def _op_row(problem: Problem, sc: Scenario, spec: HardwareSpec, record: pd.Series | None) -> dict[str, Any]:
     axes = problem.resolve_axes(sc.axes_for(problem))
     runs = problem.runs_per_layer or 1
-    pt = point(problem.flops_for(axes) * runs, problem.bytes_for(axes) * runs, problem.compute_dtype, spec, sc.name)
+    flops, nbytes = workload_work(problem, axes)
+    pt = point(flops * runs, nbytes * runs, problem.compute_dtype, spec, sc.name)
     w = workload_at(problem, sc)
     measured = float(record["time_s"]) * runs if record is not None else math.nan
     return {"op": problem.name.split(".", 1)[1], "problem": problem.name, "runs_per_layer": runs,
@@ -188,7 +190,7 @@ def _end_to_end(records: pd.DataFrame, family: list[Problem], sc: Scenario, spec
     rec = best_record(records, p, sc, spec.id, candidates)
     w = workload_at(p, sc)
     t = float(rec["time_s"]) if rec is not None else None
-    pt = point(p.flops_for(axes), p.bytes_for(axes), p.compute_dtype, spec, sc.name)
+    pt = point(*workload_work(p, axes), p.compute_dtype, spec, sc.name)
     gap = t - ops_sum if t is not None and ops_sum else None
     return {"problem": p.name, "workload": w.name if w else None, "candidate": rec["solution"] if rec is not None else None,
             "t_measured_s": t, "t_ideal_s": pt.t_ideal_s, "ops_sum_s": ops_sum, "gap_s": gap,

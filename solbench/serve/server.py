@@ -65,6 +65,7 @@ def serve(config: ServeConfig, log: Any = None) -> None:
     store = open_store(config.db)
     state_dir = (config.state_dir or default_state_dir(config.db)).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o700)  # every submission's source is kept here while it runs: the server's user alone
     scorer = Scorer(store, ScorerSettings(config.settings, state_dir, config.limits.problems_dir, config.lease_s,
                                           config.batch, config.slots))
     app = create_app(store, config.limits, scorer)

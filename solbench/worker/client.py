@@ -134,8 +134,11 @@ class WorkerClient:
 
     def __init__(self, device: str, guards: bool = True, account: tuple[int, int] | None = None,
                  reads: tuple[str, ...] = (), launcher: tuple[str, ...] = (), transport: str = "memfd",
-                 jit: tuple[str, str] | None = None):
+                 jit: tuple[str, str] | None = None, entry: str = "solbench.worker"):
         self.device = device
+        # The module run as ``python -m``: the candidate worker, or the problem host
+        # (solbench.engine.problem_host), which starts the same way and under the same guards.
+        self.entry = entry
         self.guards = guards
         # How tensors travel (RunOptions.transport, resolved): "device" (a CUDA pool shared with this
         # worker alone, solbench.worker.devwire) or "memfd" (through the host, solbench.worker.wire).
@@ -179,7 +182,7 @@ class WorkerClient:
             channel = ["--fd", str(child_sock.fileno())]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [*self.launcher, sys.executable, "-m", "solbench.worker", *channel, *self._arguments()],
+                [*self.launcher, sys.executable, "-m", self.entry, *channel, *self._arguments()],
                 pass_fds=[child_sock.fileno()] if child_sock else [], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.dir, env=_worker_env(self.dir, self._user_name()),
                 start_new_session=True,

@@ -476,8 +476,9 @@ def _channel(fd: int | None, path: str | None) -> socket.socket:
     return sock
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m solbench.worker")
+def parse_arguments(prog: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line a sandboxed process gets from :class:`solbench.worker.client.WorkerClient`."""
+    parser = argparse.ArgumentParser(prog=prog)
     channel = parser.add_mutually_exclusive_group(required=True)
     channel.add_argument("--fd", type=int, help="connected socket to the parent")
     channel.add_argument("--connect", help="path of the parent's listening socket (a worker under a launcher)")
@@ -488,26 +489,44 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--read", action="append", default=[], help="a folder the worker may read (repeatable)")
     parser.add_argument("--profiler", action="store_true",
                         help="runs under Nsight Compute (solbench profile): local TCP left open to its front end")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def enter_sandbox(args: argparse.Namespace) -> tuple[socket.socket, dict[str, Any]]:
+    """Everything a sandboxed process does before it runs untrusted code: the channel to the parent,
+    the resource limits, the unprivileged user, the guards' limits (unless ``--no-guards``) and the
+    watch on the parent. Returns (channel, what was applied). Also the problem host's start
+    (:mod:`solbench.engine.problem_host`)."""
     # First, while the worker is still the user that started it: the socket file is that user's.
     sock = _channel(args.fd, args.connect)
     _limit_resources()
     sandbox = _become_worker(args.user, args.read)
     # Trusted modules first: timing binds its timer functions at import.
-    timing = importlib.import_module("solbench.timing")
+    importlib.import_module("solbench.timing")
     if args.guards:
-        # Baselines and process limits before the candidate is imported; the worker's folder is
+        # Baselines and process limits before untrusted code is imported; the worker's folder is
         # the current one.
         sandbox.update(setup_worker(os.getcwd(), readable=args.read, block_tcp=not args.profiler))
     _die_with_parent(args.parent if args.parent is not None else os.getppid())
-    sock.set_inheritable(False)  # processes the candidate starts do not get the channel
-    code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
-    sock.close()
+    sock.set_inheritable(False)  # processes the untrusted code starts do not get the channel
+    return sock, sandbox
+
+
+def exit_now(code: int) -> None:
+    """Flush and leave without interpreter teardown (seconds with torch loaded, and atexit hooks of
+    untrusted code): the parent kills the process group after this anyway."""
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown (seconds with torch loaded, and candidate atexit hooks): the
-    # parent kills the process group after this anyway.
     os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_arguments("python -m solbench.worker", argv)
+    sock, sandbox = enter_sandbox(args)
+    timing = importlib.import_module("solbench.timing")  # imported (and bound) by enter_sandbox
+    code = serve(sock, Worker(timing, worker_findings if args.guards else None), sandbox)
+    sock.close()
+    exit_now(code)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,19 @@ from typer.testing import CliRunner
 
 import solbench
 from solbench.cli import app
-from solbench.data.cost import COST_SEED, call_cost, load_cost, workload_cost
+from solbench.data.cost import COST_SEED
 from solbench.data.dtypes import unpack_fp4
-from solbench.data.inputs import default_tensor, make_inputs
+from solbench.data.inputs import default_tensor
 from solbench.data.problem import load_problem, problem_from_dict
-from solbench.data.validate import deep_check
+from solbench.engine.problem_code import (
+    call_cost,
+    load_cost,
+    load_generator,
+    load_reference,
+    make_inputs,
+    workload_cost,
+)
+from solbench.engine.work import deep_check, workload_work
 from solbench.errors import ProblemError
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
@@ -58,7 +66,7 @@ def test_cost_hook_counts_the_actual_rows():
     assert call_cost(p, load_cost(p), axes, inputs).flops == rows * 16
     other = make_inputs(p, axes, seed=6)
     assert call_cost(p, load_cost(p), axes, other).bytes == _rows_used(other["indptr"]) * 64 + 8 * 9 + 8 * 64
-    assert p.auto_bytes(axes) > p.bytes_for(axes)  # the pool of rows is larger than what is used
+    assert p.auto_bytes(axes) > call_cost(p, load_cost(p), axes, other).bytes  # the pool of rows is larger than what is used
 
 
 def test_sol_json_gives_the_hook_on_seed_zero_inputs():
@@ -90,7 +98,7 @@ def test_run_records_carry_the_mean_cost_of_the_timed_sets(tmp_path):
     (rec,) = result.records
     assert rec.status == "PASSED", rec.reason
     cases = prepare_cases(p, p.workload("b4"), base_seed=11, device="cpu", rounds=3,
-                          ref_fn=solbench.data.inputs.load_reference(p), gen_fn=None)
+                          ref_fn=load_reference(p), gen_fn=load_generator(p))
     rows = [_rows_used(c.inputs["indptr"]) for c in cases.sets]
     assert rec.flops == round(sum(rows) * 16 / len(rows))
     assert rec.cost["sets"] == len(rows) and rec.cost["flops_min"] == min(rows) * 16
@@ -108,7 +116,7 @@ def test_validate_deep_checks_the_hook(tmp_path):
                                            'rows = int(inputs["indptr"][-1]) + int(inputs["x"][0, 0] > 9)'))
     p = load_problem(folder)
     with pytest.raises(ProblemError, match="only generated inputs and scalars have values"):
-        p.work_for(p.resolve_axes(p.workloads[0]))
+        workload_work(p, p.resolve_axes(p.workloads[0]), p.workloads[0])
 
 
 def test_validate_deep_flags_bytes_above_auto(tmp_path):

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from solbench.data.hookvalues import hook_cost, real_number, scalar_value, whole_number
-from solbench.data.inputs import make_inputs
 from solbench.data.problem import load_problem
+from solbench.engine.problem_code import make_inputs, workload_cost
 from solbench.errors import ProblemError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def _ragged(tmp_path: Path, cost_line: str = "", generator_line: str = "") -> Pa
 def test_a_cost_hook_value_that_is_not_a_count_is_one_line(tmp_path, cost, expect):
     p = load_problem(_ragged(tmp_path, cost_line=cost))
     with pytest.raises(ProblemError) as info:
-        p.work_for(p.resolve_axes(p.workloads[0]))
+        workload_cost(p, p.resolve_axes(p.workloads[0]))
     assert len(info.value.errors) == 1 and expect in info.value.errors[0] and "reference.py:cost" in info.value.errors[0]
 
 

@@ -194,7 +194,7 @@ def test_run_refuses_a_workload_that_cannot_fit_this_machine(tmp_path, monkeypat
 
 def test_an_allocation_failure_while_making_inputs_is_a_problem_error(monkeypatch):
     import solbench.engine.cases as cases
-    from solbench.data.inputs import load_reference
+    from solbench.engine.problem_code import load_reference
 
     p = load_problem(TINY)
 
@@ -284,7 +284,7 @@ def test_a_symlink_inside_the_folder_is_fine(tmp_path):
 
 
 def test_loading_the_reference_checks_the_real_path_again(tmp_path):
-    from solbench.data.inputs import load_reference
+    from solbench.engine.problem_code import load_reference
 
     folder = tmp_path / "p"
     folder.mkdir()

@@ -40,8 +40,8 @@ def test_rmsnorm_definition_imports_with_its_workloads_and_template_flops(tmp_pa
 @pytest.mark.parametrize(("definition", "workloads"), [("rope_h32_d128.json", "rope_h32_d128.jsonl"),
                                                         ("silu_and_mul_i3584.json", "silu_and_mul_i3584.jsonl")])
 def test_rope_and_gated_activation_reference_runs_at_declared_shapes(tmp_path, definition, workloads):
-    from solbench.data.inputs import load_reference, make_inputs
     from solbench.engine.cases import reference_outputs
+    from solbench.engine.problem_code import load_reference, make_inputs
 
     p = load_problem(import_definition(FI / definition, tmp_path / "p", FI / workloads)[0])
     axes = p.resolve_axes(p.workloads[0])
@@ -88,7 +88,7 @@ def test_kernelbench_modules_import_with_counted_flops(tmp_path, file, flops):
 def test_kernelbench_reference_matches_the_module(tmp_path):
     import torch
 
-    from solbench.data.inputs import load_reference
+    from solbench.engine.problem_code import load_reference
 
     source = (KB / "level2" / "12_Gemm_Multiply_LeakyReLU.py").read_text().replace("1024", "4").replace("8192", "16")
     (tmp_path / "small.py").write_text(source)

@@ -6,7 +6,8 @@ from pathlib import Path
 import yaml
 
 from solbench.data.problem import load_problem
-from solbench.data.validate import deep_check, validate_paths
+from solbench.data.validate import validate_paths
+from solbench.engine.work import deep_check, workload_work
 
 SEED = Path(__file__).resolve().parents[2] / "problems" / "llama3_1_8b" / "attn_o_proj_residual"
 
@@ -28,11 +29,11 @@ def test_wrong_formula_is_reported(tmp_path):
     dst = copy_seed(tmp_path, flops="T * H * H")  # forgot the 2 of a multiply-add
     errs = deep_check(load_problem(dst))
     assert errs and all("ratio 2.000" in e for e in errs)
-    n, errors = validate_paths([dst], deep=True)
+    n, errors = validate_paths([dst], check=deep_check)
     assert n == 1 and errors
 
 
 def test_flops_auto_counts_the_reference(tmp_path):
     p = load_problem(copy_seed(tmp_path, flops="auto"))
     axes = p.resolve_axes(p.workload("prefill_b4_s2048"))
-    assert p.flops_for(axes) == 2 * 8192 * 4096 * 4096  # on meta tensors: nothing is computed
+    assert workload_work(p, axes)[0] == 2 * 8192 * 4096 * 4096  # on meta tensors: nothing is computed

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from solbench.data.inputs import load_reference
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.engine import burst
 from solbench.engine.cases import prepare_cases
+from solbench.engine.problem_code import load_reference
 from solbench.engine.verification import after_timing, draw_plan
 from solbench.timing import drive
 from solbench.timing.config import TimingError

@@ -172,3 +172,22 @@ def test_the_h200_specs_cache_bandwidths_are_ncus_peaks():
     assert spec.l2_bandwidth == pytest.approx(l2, rel=0.01)
     assert spec.l1_bandwidth == pytest.approx(l1_per_cycle * spec.clock_mhz_assumed * 1e6, rel=0.001)
     assert l1_per_cycle == 128 * spec.sm_count
+
+
+@pytest.mark.slow
+def test_the_next_pairs_worker_under_ncu_starts_before_this_pair_is_exported(stand_in, monkeypatch, capsys, tmp_path):
+    """Two candidates: the second one's ncu launch comes before the first one's export, i.e. its worker
+    was started while the first pair was still being profiled; both profiles are whole."""
+    log = stand_in()
+    second = tmp_path / "honest_too.py"
+    second.write_text(HONEST.read_text())
+    out = tmp_path / "profiles.jsonl"
+    code, printed = _profile(monkeypatch, capsys, out, "-s", str(second), "--workload", "n4")
+    assert code == 0, printed
+    records = read_records([out])[0]
+    assert [r["solution"] for r in records] == ["honest", "honest_too"]
+    assert all(r["profile"]["status"] == "ok" and set(r["profile"]["phases_s"]) >= {"start_s", "profiled_call_s",
+                                                                                    "export_s"} for r in records)
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()]
+    kinds = ["launch" if "--export" in c["options"] else "export" for c in calls if "--version" not in c["options"]]
+    assert kinds == ["launch", "launch", "export", "export"]  # one by one it would be launch, export, launch, ...

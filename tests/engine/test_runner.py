@@ -11,12 +11,12 @@ import torch
 
 import solbench
 from solbench.data.hardware import load_spec
-from solbench.data.inputs import load_reference
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.data.results import append_records, read_records
 from solbench.data.roofline import workload_point
 from solbench.engine.cases import derive_seed, prepare_cases, timing_set_count
+from solbench.engine.problem_code import load_reference
 from solbench.engine.scoring import (
     Evaluation,
     build_record,

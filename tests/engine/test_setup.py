@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import solbench
-from solbench.data.inputs import load_reference
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.engine.cases import prepare_cases
 from solbench.engine.evaluation import setup_inputs
+from solbench.engine.problem_code import load_reference
 
 HERE = Path(__file__).resolve().parents[1]
 TINY = HERE / "fixtures" / "tiny" / "scaled_add"

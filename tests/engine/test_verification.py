@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from solbench.data.inputs import load_reference
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.engine.cases import prepare_cases
 from solbench.engine.correctness import MalformedReply
 from solbench.engine.evaluation import EvaluationContext, _recheck_timed, _Stop
+from solbench.engine.problem_code import load_reference
 from solbench.engine.verification import KEEP_EARLY, draw_plan, request, state
 from solbench.timing.config import TimingConfig
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from solbench.data.inputs import load_module
 from solbench.data.problem import Problem, find_problems, load_problem
+from solbench.engine.problem_code import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS_DIR = ROOT / "problems"

@@ -17,10 +17,9 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 from test_triton_kernels import DEVICE  # noqa: E402  (sets TRITON_INTERPRET and patches the interpreter)
 
-from solbench.data.cost import call_cost, load_cost  # noqa: E402
-from solbench.data.inputs import load_module, load_reference, make_inputs  # noqa: E402
 from solbench.data.problem import load_problem  # noqa: E402
 from solbench.engine.correctness import compare_tensors  # noqa: E402
+from solbench.engine.problem_code import call_cost, load_cost, load_module, load_reference, make_inputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2] / "problems"
 PAGED = ROOT / "llama3_1_8b" / "paged_attention_decode"

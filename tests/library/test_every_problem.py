@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from solbench.data.dtypes import torch_dtype
-from solbench.data.inputs import load_module, load_reference, make_inputs
 from solbench.data.problem import Problem, find_problems, load_problem
+from solbench.engine.problem_code import load_module, load_reference, make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM_FILES = find_problems(ROOT / "problems")
@@ -117,7 +117,7 @@ def test_flops_formula_matches_flop_counter(case):
     if counted == 0:
         pytest.skip("FlopCounterMode counts nothing for this reference")
     if problem.cost is not None:  # data-dependent work: the hook's count for these very inputs
-        from solbench.data.cost import call_cost, load_cost
+        from solbench.engine.problem_code import call_cost, load_cost
 
         declared = call_cost(problem, load_cost(problem), axes, inputs).flops
     else:

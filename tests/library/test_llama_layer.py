@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from solbench.data.hardware import load_spec
-from solbench.data.inputs import load_module, load_reference, make_inputs
 from solbench.data.problem import load_problem
 from solbench.data.rollup import layer_problems, model_rollup, render_markdown
+from solbench.engine.problem_code import load_module, load_reference, make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILY = ROOT / "problems" / "llama3_1_8b"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solbench.data.inputs import load_module
+from solbench.engine.problem_code import load_module
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solbench.data.inputs import load_module, load_reference, make_inputs
 from solbench.data.problem import Problem, load_problem
+from solbench.engine.problem_code import load_module, load_reference, make_inputs
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "problems"
 Outputs = tuple[torch.Tensor, ...]

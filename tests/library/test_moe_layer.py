@@ -17,9 +17,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solbench.data.inputs import load_generator
 from solbench.data.problem import Problem, find_problems, load_problem
 from solbench.data.rollup import in_phase, layer_problems
+from solbench.engine.problem_code import load_generator
 
 FAMILY_DIR = Path(__file__).resolve().parents[2] / "problems" / "qwen3_30b_a3b"
 MODEL_ID = "Qwen/Qwen3-30B-A3B"
@@ -216,7 +216,7 @@ WRONG = {
 
 @pytest.mark.parametrize("case", WRONG)
 def test_wrong_kernels_fail(layer, case):
-    from solbench.data.inputs import load_reference, make_inputs
+    from solbench.engine.problem_code import load_reference, make_inputs
 
     op, wrong = WRONG[case]
     p = layer[op]
@@ -238,6 +238,6 @@ def test_wrong_kernels_fail(layer, case):
 
 def test_deep_validation_counts_the_routed_experts(layer):
     """MoE references cannot run on meta tensors; validate --deep counts them on the CPU instead."""
-    from solbench.data.validate import deep_check
+    from solbench.engine.problem_code import deep_check
 
     assert deep_check(layer["moe_experts"]) == []

@@ -15,10 +15,10 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 from test_triton_kernels import DEVICE  # noqa: E402  (sets TRITON_INTERPRET and patches the interpreter)
 
-from solbench.data.cost import call_cost, load_cost  # noqa: E402
-from solbench.data.inputs import load_module, load_reference, make_inputs  # noqa: E402
 from solbench.data.problem import load_problem  # noqa: E402
 from solbench.engine.correctness import compare_tensors  # noqa: E402
+from solbench.engine.problem_code import call_cost, load_cost, load_module, load_reference, make_inputs  # noqa: E402
+from solbench.engine.work import workload_work  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2] / "problems" / "llama3_1_8b"
 SAMPLING = ROOT / "top_k_top_p_sampling"
@@ -123,7 +123,7 @@ def test_sampling_cost_depends_on_the_workload_top_k() -> None:
     for name, k in [("decode_b64_llama_instruct", 50), ("decode_b64_wide", 256)]:
         w = p.workload(name)
         assert p.scalars_for(w)["top_k"] == k
-        assert p.work_for(p.resolve_axes(w), w) == (64 * (128256 + 6 * k), 64 * 128256 * 4 + 64 * 8)
+        assert workload_work(p, p.resolve_axes(w), w) == (64 * (128256 + 6 * k), 64 * 128256 * 4 + 64 * 8)
     p, axes, inputs, _ = _sample_inputs(4, 512, (0, 0.9, 1.0))  # top_k disabled: every token a candidate
     assert call_cost(p, load_cost(p), axes, inputs).flops == 4 * (512 + 6 * 512)
 

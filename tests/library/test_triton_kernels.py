@@ -19,7 +19,7 @@ if not ON_GPU:
 
 triton = pytest.importorskip("triton")
 
-from solbench.data.inputs import load_module  # noqa: E402
+from solbench.engine.problem_code import load_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "problems" / "llama3_1_8b"
@@ -315,8 +315,8 @@ def test_run_matches_problem_reference(rel: str) -> None:
     """Each shipped candidate's run(), at the problem's smallest test size, within its tolerance."""
     if not ON_GPU:
         pytest.skip("run() autotunes, which needs a GPU; the kernels are tested above in the interpreter")
-    from solbench.data.inputs import load_reference, make_inputs
     from solbench.data.problem import load_problem
+    from solbench.engine.problem_code import load_reference, make_inputs
 
     problem = load_problem(PROBLEMS / rel.split("/")[0])
     axes = problem.test_axes_resolved()

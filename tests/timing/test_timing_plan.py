@@ -320,3 +320,25 @@ def test_all_stream_timer_respects_floor_and_ceiling(monkeypatch):
     traces = _fake_cupti(monkeypatch, noisy)
     result, _ = drive(timing_plan(sets, _cupti_config(10, 37), Verify(sets)), fake.honest)
     assert (result.stop_reason, result.n, sum(traces)) == ("max_samples", 37, 37)
+
+
+def test_a_trace_that_cannot_be_cut_falls_back_to_the_events_for_every_sample(monkeypatch):
+    fake = _FakeCuda(monkeypatch, eager_s=15e-6)
+    spans = [float(x) for x in np.random.default_rng(4).normal(12e-6, 0.6e-6, 100)]  # never within 1% by 10
+    traces = _fake_cupti(monkeypatch, spans)
+    cut = tc._Setup.all_stream_stats
+
+    def second_fails(self, trace, n):
+        if len(traces) == 2:  # as the real one does when the trace holds other than n samples
+            self.flags.append("cupti_unattributed")
+            traces[-1] = n
+            return None
+        return cut(self, trace, n)
+
+    monkeypatch.setattr(tc._Setup, "all_stream_stats", second_fails)
+    sets = _sets(2)
+    result, _ = drive(timing_plan(sets, _cupti_config(10, 2000), Verify(sets)), fake.honest)
+    assert "cupti_unattributed" in result.flags and result.cupti is None
+    assert len(traces) == 2 and result.n >= sum(traces)  # no trace after the failed one; events go on
+    assert result.samples_s == pytest.approx([15e-6] * result.n)  # the event times, not the spans of chunk 1
+    assert result.stop_reason == "ci_target"  # by the events' CI (constant: met at the next check)

@@ -122,9 +122,9 @@ class LigerRopeFunction(torch.autograd.Function):
 def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monkeypatch, op):
     import torch
 
-    from solbench.data.inputs import load_reference, make_inputs
     from solbench.data.problem import load_problem
     from solbench.data.small import small_problem
+    from solbench.engine.problem_code import load_reference, make_inputs
     from solbench.worker.candidate import load_entry_points
 
     for rel, text in {"__init__.py": "", "ops/__init__.py": "", **_FAKE_LIGER}.items():

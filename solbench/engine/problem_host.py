@@ -1,0 +1,485 @@
+"""The problem host: a sandboxed process that runs a problem's own code for the parent.
+
+A problem folder is trusted less than the harness: its reference, input generator and cost hook (and
+all they import) run here, never in the parent nor in a candidate's worker. The host starts as a
+worker does (:class:`solbench.worker.client.WorkerClient` with this module as its entry, then
+:func:`solbench.worker.main.enter_sandbox`): as the worker user when the parent is root, in a session
+and cgroup of its own, under Landlock (reads below the Python installation, the system's libraries
+and the folders of the problems it serves; writes below its own folder) and the seccomp filter,
+watching the parent. Every request has a deadline (``RunOptions.problem_timeout_s``); what the host
+sends back is data (JSON and raw tensors, :mod:`solbench.worker.wire`: nothing is unpickled), bounded
+by the sizes the problem declares and checked again here. Whatever the problem's code does (raise,
+``sys.exit``, hang, crash, return garbage, start processes) the caller gets one :class:`ProblemError`
+line naming the problem file and the code; a host that timed out, died or sent garbage is stopped
+with everything it started, and the next request starts a fresh one.
+
+One host serves a whole command (``list``: every problem whose work its code computes; ``run``: every
+workload of every problem), started on first use; it may read the folders of the problems it was
+started for, and is started again (with the new folder added) for a problem outside them.
+
+Requests (every one carries ``"problem": {"data": the problem as JSON, "path": its problem.yaml}``):
+
+``{"op": "reference", "axes", "args": [value...], "device"}`` -> ``{"outputs": [tensor | description]}``
+``{"op": "generate", "axes", "seed", "device"}`` -> ``{"values": {name: tensor | scalar | description}}``
+``{"op": "cost", "axes", "scalars"}`` -> ``{"flops", "bytes"}`` (seed-0 inputs, placeholders: ``list``, ``sol``)
+``{"op": "costs", "axes", "sets": [{name: value}...]}`` -> ``{"costs": [[flops, bytes]...]}``
+``{"op": "flops", "axes", "device"}`` -> ``{"flops"}`` (FlopCounterMode over the reference)
+``{"op": "deep_check"}`` -> ``{"lines": [str...]}`` (``validate --deep``)
+
+A failure replies ``{"ok": false, "kind": "raised" | "problem", "message": str}``. A tensor that does
+not match its declaration travels as ``{"kind": "mismatch", "type", "shape", "dtype"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solbench.data.cost import Cost, cost_from_result
+from solbench.data.dtypes import ITEMSIZE
+from solbench.data.problem import Problem
+from solbench.errors import ProblemError, SolbenchError
+
+ENTRY = "solbench.engine.problem_host"
+_SLACK = 1 << 16  # reply bytes beyond the declared tensors (scalars, descriptions)
+_MESSAGE_CHARS = 300  # of a message the problem's code wrote (an exception's text)
+
+
+# --- the parent's side ---------------------------------------------------------------------------
+
+@dataclass
+class ProblemHost:
+    """The problem host of one command: started on first use, reused for every request, stopped by
+    :meth:`close` (or at exit). ``account``: (uid, gid) to run as when this process is root."""
+
+    folders: set[str] = field(default_factory=set)
+    device: str = "cpu"
+    account: tuple[int, int] | None = None
+    guards: bool = True
+    timeout_s: float = 300.0
+    client: Any = None
+    starts: int = 0  # processes started (a failure stops one; the next request starts another)
+    _cache: dict[tuple, Any] = field(default_factory=dict)
+    # One request at a time: a run's lanes share a workload's references (solbench.engine.pipeline).
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # lifecycle
+    def expect(self, folders: Any) -> ProblemHost:
+        """Declare the problem folders this host will serve before it starts, so that one process serves
+        them all (it is started again, with the new folder, for a problem outside them)."""
+        if self.client is None:
+            self.folders.update(str(Path(f).resolve()) for f in folders)
+        return self
+
+    def _covers(self, problem: Problem) -> bool:
+        return str(problem.folder.resolve()) in self.folders
+
+    def _client(self, problem: Problem) -> Any:
+        from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerStartError
+
+        if self.client is not None and not self._covers(problem):
+            self.close()  # started for other folders: a fresh host may read this one too
+        self.folders.add(str(problem.folder.resolve()))
+        if self.client is None:
+            client = WorkerClient(self.device, guards=self.guards, account=self.account,
+                                  reads=tuple(sorted(self.folders)), entry=ENTRY)
+            client.spawn()
+            self.starts += 1
+            try:
+                client.wait_ready(START_TIMEOUT_S)
+            except WorkerStartError as err:
+                client.discard()
+                raise SolbenchError(f"the problem host (which runs problems' own code) did not start: {err}") from None
+            self.client = client
+        return self.client
+
+    def close(self) -> None:
+        """Stop the host and everything it started (new sessions too); remove its folder."""
+        if self.client is not None:
+            self.client.discard()
+            self.client = None
+
+    def __enter__(self) -> ProblemHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # requests
+    def request(self, problem: Problem, what: str, header: dict[str, Any], reply_bytes: int = 0) -> dict[str, Any]:
+        """One request about ``problem``; ``what`` names the code it runs (for the error line)."""
+        from solbench.worker.client import WorkerFailure, clean_log
+
+        label = problem.path or problem.name
+        with self._lock:
+            client = self._client(problem)
+            try:
+                reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
+                                       reply_bytes + _SLACK)
+            except WorkerFailure as err:
+                self.close()
+                raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
+        if reply.get("ok") is True:
+            return reply
+        message = clean_log(str(reply.get("message") or "failed")).replace("\n", " ")[:_MESSAGE_CHARS]
+        if reply.get("kind") == "problem":
+            raise ProblemError([f"{label}: {message}"])
+        raise ProblemError([f"{label}: {what} {message}"])
+
+    def reference(self, problem: Problem, axes: dict[str, int], args: list[Any], device: str) -> list[Any]:
+        """The reference's outputs on these inputs, on ``device``."""
+        import torch
+
+        what = f"reference {problem.reference}"
+        reply = self.request(problem, what, {"op": "reference", "axes": axes, "args": list(args), "device": device},
+                             _declared_bytes(problem, problem.outputs, axes))
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list):
+            raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no outputs"])
+        for name, out in zip(problem.outputs, outputs, strict=False):
+            if not isinstance(out, torch.Tensor):
+                raise ProblemError([f"{problem.path or problem.name}: {what}: output {name} is {_described(out)}, "
+                                    f"declared {problem.shape(name, axes)} {problem.outputs[name].dtype}"])
+        return [o.to(device) for o in outputs]
+
+    def generate(self, problem: Problem, axes: dict[str, int], seed: int, device: str) -> dict[str, Any]:
+        """What the input generator returns for a generator seeded with ``seed``, on ``device``."""
+        import torch
+
+        what = f"input generator {problem.input_generator}"
+        reply = self.request(problem, what, {"op": "generate", "axes": axes, "seed": seed, "device": device},
+                             _declared_bytes(problem, problem.inputs, axes))
+        values = reply.get("values")
+        if not isinstance(values, dict):
+            raise ProblemError([f"{problem.path or problem.name}: {what} must return a dict of inputs"])
+        out = {}
+        for name, v in values.items():
+            if isinstance(v, dict):
+                shape = problem.shape(name, axes) if name in problem.inputs else None
+                raise ProblemError([f"{problem.path or problem.name}: {what} gave {name} as {_described(v)}, "
+                                    f"declared {shape} {problem.inputs[name].dtype if name in problem.inputs else ''}"
+                                    .rstrip()])
+            out[name] = v.to(device) if isinstance(v, torch.Tensor) else v
+        return out
+
+    def workload_cost(self, problem: Problem, axes: dict[str, int], scalars: dict[str, Any]) -> Cost:
+        """The cost hook on the seed-0 inputs of these axes (cached: it is deterministic)."""
+        key = ("cost", _problem_key(problem), tuple(sorted(axes.items())), tuple(sorted(scalars.items())))
+        if key not in self._cache:
+            reply = self.request(problem, f"cost hook {problem.cost}",
+                                 {"op": "cost", "axes": axes, "scalars": scalars})
+            self._cache[key] = cost_from_result(problem, {k: reply.get(k) for k in ("flops", "bytes")})
+        return self._cache[key]
+
+    def costs(self, problem: Problem, axes: dict[str, int], sets: list[dict[str, Any]]) -> list[Cost]:
+        """The cost hook on each of these input sets."""
+        reply = self.request(problem, f"cost hook {problem.cost}", {"op": "costs", "axes": axes, "sets": sets})
+        costs = reply.get("costs")
+        if not isinstance(costs, list) or len(costs) != len(sets) or not all(
+                isinstance(c, list) and len(c) == 2 for c in costs):
+            raise ProblemError([f"{problem.path or problem.name}: cost hook {problem.cost}: the problem host sent "
+                                f"{len(costs) if isinstance(costs, list) else 'no'} costs for {len(sets)} input sets"])
+        return [cost_from_result(problem, {"flops": f, "bytes": b}) for f, b in costs]
+
+    def count_flops(self, problem: Problem, axes: dict[str, int], device: str = "meta") -> int:
+        """FlopCounterMode's count of the reference at these axes (cached on meta tensors)."""
+        key = ("flops", _problem_key(problem), tuple(sorted(axes.items())), device)
+        if key not in self._cache:
+            reply = self.request(problem, f"flops: auto (reference {problem.reference} under FlopCounterMode)",
+                                 {"op": "flops", "axes": axes, "device": device})
+            self._cache[key] = _count(problem, "flops: auto", reply.get("flops"))
+        return self._cache[key]
+
+    def deep_check(self, problem: Problem) -> list[str]:
+        """``validate --deep``'s lines for this problem (its code runs in the host)."""
+        reply = self.request(problem, "validate --deep (reference, cost hook)", {"op": "deep_check"})
+        lines = reply.get("lines")
+        if not isinstance(lines, list):
+            raise ProblemError([f"{problem.path or problem.name}: validate --deep: the problem host sent no lines"])
+        from solbench.worker.client import clean_log
+
+        return [clean_log(str(line)).replace("\n", " ")[:2000] for line in lines]
+
+    def functions(self, problem: Problem) -> tuple[HostedReference, HostedGenerator | None]:
+        """The reference and input generator as callables that run here, in the host."""
+        gen = HostedGenerator(self, problem) if problem.input_generator else None
+        return HostedReference(self, problem), gen
+
+
+@dataclass(frozen=True)
+class HostedReference:
+    """A problem's reference, run in its host: :meth:`outputs` (``solbench.engine.cases`` calls it)."""
+
+    host: ProblemHost
+    problem: Problem
+
+    def outputs(self, axes: dict[str, int], args: list[Any], device: str) -> list[Any]:
+        return self.host.reference(self.problem, axes, args, device)
+
+
+@dataclass(frozen=True)
+class HostedGenerator:
+    """A problem's input generator, run in its host; called as the generator itself is,
+    ``(axes, generator, device)``: the host seeds its own generator with ``generator``'s seed."""
+
+    host: ProblemHost
+    problem: Problem
+
+    def __call__(self, axes: dict[str, int], generator: Any, device: str) -> dict[str, Any]:
+        return self.host.generate(self.problem, dict(axes), int(generator.initial_seed()), str(device))
+
+
+def _count(problem: Problem, what: str, value: Any) -> int:
+    from solbench.data.hookvalues import whole_number
+
+    try:
+        return whole_number(value)
+    except ValueError as err:
+        raise ProblemError([f"{problem.path or problem.name}: {what}: {err}"]) from None
+
+
+def _failure_text(err: Any, timeout_s: float) -> str:
+    if err.kind == "timeout":
+        return f"did not finish within {timeout_s:g} s; the problem host was stopped with all it started"
+    if err.kind == "died":
+        return f"ended the problem host ({err.message.removeprefix('the worker ')})"
+    return f"made the problem host send an invalid reply ({err.message})"
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, dict) and value.get("kind") == "mismatch":
+        return f"{tuple(value.get('shape') or ())} {value.get('dtype')}"
+    if isinstance(value, dict):
+        return str(value.get("type") or "not a tensor")[:60]
+    return type(value).__name__
+
+
+def _declared_bytes(problem: Problem, tensors: dict[str, Any], axes: dict[str, int]) -> int:
+    total = 0
+    for name, spec in tensors.items():
+        shape = problem.shape(name, axes)
+        total += 0 if shape is None else _prod(shape) * ITEMSIZE[spec.dtype]
+    return total
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _problem_message(problem: Problem) -> dict[str, Any]:
+    """The problem as the host rebuilds it: its fields and the problem.yaml its files are next to."""
+    path = problem.path or problem.folder / "problem.yaml"
+    return {"data": problem.model_dump(mode="json", exclude_unset=True), "path": str(path)}
+
+
+def _problem_key(problem: Problem) -> str:
+    return json.dumps(_problem_message(problem), sort_keys=True)
+
+
+_DEFAULT: ProblemHost | None = None
+
+
+def default_host() -> ProblemHost:
+    """The process's shared host, for calls without one (the Python API's ``workload_point``): started
+    on first use, stopped at exit. As the run's default worker user when this process is root."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = new_host()
+    return _DEFAULT
+
+
+def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,
+             timeout_s: float | None = None) -> ProblemHost:
+    """A host (not started yet) with the run settings' defaults for the user and the timeout."""
+    from solbench.engine.options import default_problem_timeout, default_worker_user
+    from solbench.guards.account import resolve_account
+
+    return ProblemHost(device=device, account=resolve_account(user or default_worker_user()), guards=guards,
+                       timeout_s=timeout_s if timeout_s is not None else default_problem_timeout())
+
+
+# --- the host's side -----------------------------------------------------------------------------
+
+_PROBLEMS: dict[str, Problem] = {}
+_FUNCTIONS: dict[tuple[str, str], Any] = {}
+
+
+def _problem(msg: Any) -> tuple[str, Problem]:
+    from solbench.data.problem import problem_from_dict
+
+    key = json.dumps(msg, sort_keys=True)
+    if key not in _PROBLEMS:
+        _PROBLEMS[key] = problem_from_dict(msg["data"], Path(msg["path"]))
+    return key, _PROBLEMS[key]
+
+
+def _function(key: str, problem: Problem, kind: str) -> Callable[..., Any]:
+    """The problem's reference, generator or cost hook, imported once per host."""
+    from solbench.engine import problem_code
+
+    if (key, kind) not in _FUNCTIONS:
+        load = {"reference": problem_code.load_reference, "generator": problem_code.load_generator,
+                "cost": problem_code.load_cost}[kind]
+        _FUNCTIONS[(key, kind)] = load(problem)
+    return _FUNCTIONS[(key, kind)]
+
+
+def _plain(value: Any, shape: tuple[int, ...] | None, dtype: str | None) -> Any:
+    """A value to send: a plain tensor matching its declaration, a scalar, or a description."""
+    import torch
+
+    T = torch.Tensor  # through the class: the problem's code may hand back a subclass or shadow methods
+    if isinstance(value, (bool, int, float)) and shape is None:
+        return value
+    if type(value) is torch.Tensor and dtype is not None and tuple(value.shape) == shape \
+            and str(value.dtype).removeprefix("torch.") == dtype:
+        return T.detach(value)
+    if isinstance(value, torch.Tensor):
+        return {"kind": "mismatch", "type": type(value).__name__, "shape": [int(s) for s in T.size(value)],
+                "dtype": str(T.dtype.__get__(value)).removeprefix("torch.")}
+    return {"kind": "other", "type": type(value).__name__}
+
+
+def _reference(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    axes, device = msg["axes"], msg["device"]
+    args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in msg["args"]]
+    result = _function(key, problem, "reference")(*args)
+    items = [result] if isinstance(result, torch.Tensor) else list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(items) != len(problem.outputs):
+        raise ProblemError([f"{problem.name}: the reference must return {len(problem.outputs)} tensor(s) "
+                            f"({', '.join(problem.outputs)}), returned {len(items)}"])
+    return {"outputs": [_plain(v, problem.shape(n, axes), problem.outputs[n].dtype)
+                        for n, v in zip(problem.outputs, items, strict=True)]}
+
+
+def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    axes, device = msg["axes"], msg["device"]
+    g = torch.Generator(device=device)
+    g.manual_seed(int(msg["seed"]))
+    values = _function(key, problem, "generator")(dict(axes), g, device) or {}
+    if not isinstance(values, dict):
+        raise ProblemError([f"{problem.name}: input generator {problem.input_generator} must return a dict, "
+                            f"returned {type(values).__name__}"])
+    out: dict[str, Any] = {}
+    for name, v in values.items():
+        spec = problem.inputs.get(str(name))
+        if spec is None:
+            out[str(name)] = None  # an unknown name: the parent reports it (solbench.data.inputs)
+        elif spec.shape is None:
+            out[str(name)] = _scalar(problem, str(name), v, spec.dtype)
+        else:
+            out[str(name)] = _plain(v, problem.shape(str(name), axes), spec.dtype)
+    return {"values": out}
+
+
+def _scalar(problem: Problem, name: str, value: Any, dtype: str) -> Any:
+    from solbench.data.hookvalues import scalar_value
+
+    try:
+        return scalar_value(value, dtype)
+    except ValueError as err:
+        raise ProblemError([f"{problem.name}: input generator gave scalar input {name}: {err}"]) from None
+
+
+def _cost(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    from solbench.engine.problem_code import workload_cost
+
+    c = workload_cost(problem, msg["axes"], msg.get("scalars") or {})
+    return {"flops": c.flops, "bytes": c.bytes}
+
+
+def _costs(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    from solbench.engine.problem_code import call_cost
+
+    fn = _function(key, problem, "cost")
+    return {"costs": [[c.flops, c.bytes] for c in (call_cost(problem, fn, msg["axes"], s) for s in msg["sets"])]}
+
+
+def _flops(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    from solbench.engine.problem_code import count_reference_flops
+
+    return {"flops": count_reference_flops(problem, msg["axes"], device=msg.get("device") or "meta")}
+
+
+def _deep_check(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    from solbench.engine.problem_code import deep_check
+
+    return {"lines": deep_check(problem)}
+
+
+_HANDLERS: dict[str, Callable[[str, Problem, dict[str, Any]], dict[str, Any]]] = {
+    "reference": _reference, "generate": _generate, "cost": _cost, "costs": _costs, "flops": _flops,
+    "deep_check": _deep_check,
+}
+
+
+def _failure(err: BaseException) -> dict[str, Any]:
+    print(traceback.format_exc(), file=sys.stderr, flush=True)  # the host's log, for whoever debugs the problem
+    if isinstance(err, ProblemError):
+        return {"ok": False, "kind": "problem", "message": "; ".join(err.errors)[:2000]}
+    if isinstance(err, SystemExit):
+        return {"ok": False, "kind": "raised", "message": f"called sys.exit({err.code!r})"}
+    text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return {"ok": False, "kind": "raised",
+            "message": f"raised {type(err).__name__}" + (f": {text[0][:_MESSAGE_CHARS]}" if text else "")}
+
+
+def _handle(msg: dict[str, Any]) -> dict[str, Any]:
+    handler = _HANDLERS.get(str(msg.get("op")))
+    if handler is None:
+        return {"ok": False, "kind": "problem", "message": f"unknown request {str(msg.get('op'))[:40]!r}"}
+    key, problem = _problem(msg["problem"])
+    return {"ok": True, **handler(key, problem, msg)}
+
+
+def serve(sock: Any, sandbox: dict[str, Any]) -> int:
+    """Answer the parent's requests until it says exit."""
+    from solbench.worker.wire import encode_header, recv_message, send_encoded, send_message
+
+    send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
+    while True:
+        msg = recv_message(sock)
+        if msg.get("op") == "exit":
+            return 0
+        try:
+            encoded = encode_header(_handle(msg))
+        except BaseException as err:  # noqa: B036 - the problem's failure, whatever it is, is data
+            encoded = encode_header(_failure(err))
+        send_encoded(sock, *encoded)
+        _release_device_memory()
+
+
+def _release_device_memory() -> None:
+    """Give back what the problem's code cached on the GPU: the parent and the candidate need it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from solbench.worker.main import enter_sandbox, exit_now, parse_arguments
+
+    args = parse_arguments(f"python -m {ENTRY}", argv)
+    sock, sandbox = enter_sandbox(args)
+    code = serve(sock, sandbox)
+    sock.close()
+    exit_now(code)
+
+
+if __name__ == "__main__":
+    main()

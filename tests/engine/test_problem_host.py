@@ -1,0 +1,246 @@
+"""The problem host: a problem folder's own code (cost hook, input generator, reference) runs in a
+sandboxed process with a timeout, never in the parent.
+
+Each hostile hook below (exits, raises, hangs, returns garbage, kills its process, starts a process in a
+new session, reads or writes outside its folder) gets one line naming the problem file and the hook, a
+non-zero exit from the CLI without a traceback, and leaves no process behind. The numbers the host
+computes are the ones the same code gives in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from solbench.data.problem import load_problem
+from solbench.engine.cases import prepare_cases
+from solbench.engine.problem_code import load_generator, load_reference, workload_cost
+from solbench.engine.problem_host import new_host
+from solbench.errors import ProblemError
+from solbench.guards.sandbox import landlock_abi
+
+ROOT = Path(__file__).resolve().parents[2]
+RAGGED = ROOT / "tests" / "fixtures" / "tiny" / "ragged_sum"
+SOLUTION = RAGGED / "solutions" / "torch_eager.py"
+
+# Hooks appended to the fixture's reference.py; each problem file names one of them.
+HOOKS = '''
+
+def cost_exit(axes, inputs):
+    import sys
+    sys.exit(0)
+
+
+def cost_raise(axes, inputs):
+    raise ValueError("no cost for you\\n" + "x" * 5_000_000)
+
+
+def cost_negative(axes, inputs):
+    return {"flops": -1, "bytes": 1}
+
+
+def cost_list(axes, inputs):
+    return [1, 2]
+
+
+def cost_kill(axes, inputs):
+    import os
+    os._exit(3)
+
+
+def cost_hang(axes, inputs):
+    import time
+    time.sleep(3600)
+
+
+def cost_spawn(axes, inputs):
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    return {"flops": child.pid, "bytes": 1}
+
+
+def cost_probe(axes, inputs):
+    """Bit 0: read a world-readable file outside the folder; 1: read /etc/shadow; 2: wrote outside."""
+    import os
+    found = 0
+    for bit, path in ((1, PROBE_CANARY), (2, "/etc/shadow")):
+        try:
+            open(path).read()
+            found |= bit
+        except OSError:
+            pass
+    try:
+        open(PROBE_OUTSIDE, "w").write("planted")
+        found |= 4
+    except OSError:
+        pass
+    return {"flops": found, "bytes": 1}
+'''
+
+
+def _hostile(folder: Path, hook: str) -> Path:
+    """A copy of the ragged_sum fixture in ``folder`` whose problem file ``<hook>.yaml`` names ``cost_<hook>``."""
+    if not (folder / "reference.py").exists():
+        shutil.copytree(RAGGED, folder, dirs_exist_ok=True)
+        (folder / "reference.py").write_text((RAGGED / "reference.py").read_text() + HOOKS)
+    text = (RAGGED / "problem.yaml").read_text()
+    if not hook:  # the fixture's own hook
+        (folder / "problem.yaml").write_text(text)
+        return folder / "problem.yaml"
+    text = text.replace("cost: reference.py:cost", f"cost: reference.py:cost_{hook}")
+    path = folder / f"{hook}.yaml"
+    path.write_text(text.replace("name: tiny.ragged_sum", f"name: tiny.hostile_{hook}"))
+    return path
+
+
+def _cost_error(path: Path, host, timeout_s: float = 60.0) -> str:
+    p = load_problem(path)
+    host.timeout_s = timeout_s
+    with pytest.raises(ProblemError) as err:
+        host.workload_cost(p, p.resolve_axes(p.workloads[0]), p.scalars_for(p.workloads[0]))
+    (line,) = err.value.errors
+    assert str(path) in line and f"cost hook reference.py:cost_{path.stem}" in line, line
+    assert "\n" not in line and len(line) < 1000, line[:300]
+    return line
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie only waits for init to reap it
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+def test_hostile_hooks_each_give_one_line_and_the_host_carries_on(tmp_path):
+    """A hook that exits, raises (5 MB of message) or returns garbage: one line each, the same host
+    serves the next; one that kills its process or hangs: one line, a fresh host serves the next."""
+    folder = tmp_path / "hostile"
+    expected = {"exit": "called sys.exit(0)", "raise": "raised ValueError: no cost for you",
+                "negative": "flops = -1 is outside [0, 2^63)",
+                "list": "must return {'flops': int, 'bytes': int}, got [1, 2]",
+                "kill": "ended the problem host (exited with code 3)",
+                "hang": "did not finish within 2 s; the problem host was stopped"}
+    paths = {hook: _hostile(folder, hook) for hook in expected}
+    with new_host().expect([folder]) as host:
+        for hook in ("exit", "raise", "negative", "list"):
+            assert expected[hook] in _cost_error(paths[hook], host)
+        assert host.starts == 1  # failures of the problem's code, not of the host
+        assert expected["kill"] in _cost_error(paths["kill"], host)
+        start = time.monotonic()
+        assert expected["hang"] in _cost_error(paths["hang"], host, timeout_s=2.0)
+        assert time.monotonic() - start < 30
+        good = load_problem(_hostile(folder, ""))  # the fixture's own hook, next to them
+        w = good.workloads[0]
+        axes = good.resolve_axes(w)
+        assert host.workload_cost(good, axes, good.scalars_for(w)) == workload_cost(good, axes, good.scalars_for(w))
+        assert host.starts == 3
+
+
+@pytest.mark.slow
+def test_a_process_the_hook_starts_in_a_new_session_dies_with_the_host(tmp_path):
+    path = _hostile(tmp_path / "spawn", "spawn")
+    p = load_problem(path)
+    with new_host() as host:
+        pid = host.workload_cost(p, p.resolve_axes(p.workloads[0]), {}).flops
+        assert not _gone(pid)  # it ran, outside the host's process group
+        assert os.getsid(pid) != os.getsid(host.client.proc.pid)
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(pid)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+def test_the_hook_cannot_read_or_write_outside_its_folder(tmp_path):
+    """World-readable canary in a world-readable folder, a world-writable folder: only the sandbox stops
+    the hook (and /etc/shadow, which the sandbox user could not read anyway)."""
+    outside = Path(tempfile.mkdtemp(prefix="solbench-probe-"))
+    try:
+        outside.chmod(0o777)
+        canary = outside / "canary"
+        canary.write_text("CANARY")
+        canary.chmod(0o644)
+        path = _hostile(tmp_path / "probe", "probe")
+        ref = path.parent / "reference.py"
+        ref.write_text(ref.read_text().replace("PROBE_CANARY", repr(str(canary)))
+                       .replace("PROBE_OUTSIDE", repr(str(outside / "planted"))))
+        p = load_problem(path)
+        with new_host() as host:
+            found = host.workload_cost(p, p.resolve_axes(p.workloads[0]), {}).flops
+            assert host.client.sandbox["files"].startswith("landlock")
+        assert found == 0, f"the hook got through: {found:03b}"
+        assert not (outside / "planted").exists()
+    finally:
+        shutil.rmtree(outside)
+
+
+@pytest.mark.slow
+def test_hosted_cases_equal_the_cases_made_in_process():
+    """The generator (seeded from the case's seed) and the reference in the host give the same inputs and
+    outputs as the same code run here."""
+    p = load_problem(RAGGED)
+    w = p.workload("b8")
+    here = prepare_cases(p, w, base_seed=7, device="cpu", rounds=3, ref_fn=load_reference(p), gen_fn=load_generator(p))
+    with new_host() as host:
+        ref_fn, gen_fn = host.functions(p)
+        there = prepare_cases(p, w, base_seed=7, device="cpu", rounds=3, ref_fn=ref_fn, gen_fn=gen_fn)
+    assert len(here.rounds) == len(there.rounds) and len(here.sets) == len(there.sets)
+    for a, b in zip(here.rounds + here.sets, there.rounds + there.sets, strict=True):
+        for name in ("x", "indptr"):
+            assert torch.equal(a.inputs[name], b.inputs[name])
+        assert torch.equal(a.expected["out"], b.expected["out"])
+
+
+def _solbench(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, COLUMNS="200", **env), timeout=timeout)
+
+
+def _one_line(done: subprocess.CompletedProcess, *parts: str) -> None:
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    text = " ".join(done.stderr.split())  # the console may wrap a long line
+    assert all(part in text for part in parts), done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_run_with_a_hook_that_exits_zero_fails_with_a_line(tmp_path):
+    """Before the host, ``sys.exit(0)`` in a cost hook ended ``solbench run`` with exit code 0 and no record."""
+    folder = tmp_path / "exit"
+    path = _hostile(folder, "exit")
+    path.rename(folder / "problem.yaml")
+    out = tmp_path / "r.jsonl"
+    done = _solbench("run", str(folder), "-s", str(SOLUTION), "--device", "cpu", "--workload", "b4", "--budget", "0.05",
+                     "-o", str(out))
+    _one_line(done, str(folder / "problem.yaml"), "cost hook reference.py:cost_exit called sys.exit(0)")
+
+
+@pytest.mark.slow
+def test_list_and_sol_with_hostile_hooks(tmp_path):
+    """``list --problems DIR`` with a hook that hangs: the timeout's line; ``sol`` with one that starts a
+    process in a new session: the process is gone when the command is."""
+    hang = tmp_path / "lib" / "hang"
+    _hostile(hang, "hang").rename(hang / "problem.yaml")
+    done = _solbench("list", "--problems", str(tmp_path / "lib"), SOLBENCH_PROBLEM_TIMEOUT_S="3")
+    _one_line(done, str(hang / "problem.yaml"), "cost hook reference.py:cost_hang did not finish within 3 s")
+    spawn = tmp_path / "spawn"
+    _hostile(spawn, "spawn").rename(spawn / "problem.yaml")
+    done = _solbench("sol", str(spawn), "--gpu", "h200_sxm", "--workload", "b4", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid = json.loads(done.stdout)[0]["flops"]
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(pid)
