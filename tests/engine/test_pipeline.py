@@ -184,15 +184,16 @@ def _plan(tmp_path: Path) -> list[PlanItem]:
 
 
 def _children() -> list[int]:
-    """This process's child processes (the workers), from /proc."""
+    """This process's candidate workers (child processes running solbench.worker), from /proc."""
     me, out = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if int(fields[1]) == me:
+            if int(fields[1]) == me and b"solbench.worker" in command:
                 out.append(int(entry.name))
     return out
 
