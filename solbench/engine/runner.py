@@ -404,7 +404,9 @@ class Runner:
         ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self.timing,
                                 self.environment.get("gpu_uuid"), ledger=slot.ledger or Ledger())
         evaluation = self._evaluate(slot, ctx)
-        with ctx.ledger.phase("verdict_s"):
+        # The parent's own CPU work holds the gate too: a parent-clocked burst and a timing on the CPU
+        # run beside none of it.
+        with ctx.ledger.phase("verdict_s"), self.gate.shared(slot.owner, "verdict", sink=ctx.ledger):
             return self._finish(slot, ctx, evaluation, roof)
 
     def _finish(self, slot: CandidateSlot, ctx: EvaluationContext, evaluation: Evaluation,
