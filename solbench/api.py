@@ -55,6 +55,7 @@ DEMO_PROBLEMS = (
 CPU_DEMO_CANDIDATE = "torch_eager.py"
 DEMO_MAX_PROBLEMS = 4
 DEMO_CPU_BUDGET_S = 0.1
+CPU_BIG_BYTES = 128 << 20  # a workload moving more takes seconds a call on a CPU, minutes with its rounds
 
 
 def default_output(kind: str = "runs") -> Path:
@@ -187,6 +188,8 @@ def run_problems(
     small: bool = False,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
+    problems_dir: Path | None = None,
+    all_workloads: bool = True,
     **settings: Any,
 ) -> RunResult:
     """Check, time and score candidates on problems; append one record per (candidate, workload).
@@ -195,11 +198,31 @@ def run_problems(
     given as keywords (``device="cpu"``, ``budget_s=0.1``), put on top of it and validated the same way
     (a setting given as None is not given). With ``interleave=N`` the candidates run A, B, A, B, ... N
     rounds per workload instead (see :func:`run_interleaved`): N records per (candidate, workload).
+    ``all_workloads=False`` (the command line's default): on a CPU, with no workload named, each
+    problem's ``small`` workload (:func:`cpu_small_default`).
     """
     options = resolve_options(options, **settings)
+    if not (all_workloads or small or workloads or smallest_workload):
+        small = cpu_small_default(problems, options.device, problems_dir, log or _stderr_line)
     plan = plan_run(problems, solutions, workloads=workloads, smallest_workload=smallest_workload, small=small,
-                    log=log)
+                    log=log, problems_dir=problems_dir)
     return run_plan(plan, options, Path(output) if output else default_output(), progress)
+
+
+def cpu_small_default(problems: Sequence[str | Path | Problem], device: str, problems_dir: Path | None,
+                      log: Callable[[str], None]) -> bool:
+    """Whether a run on ``device`` with no workload named takes each problem's ``small`` workload: on a
+    CPU, when a workload moves more than CPU_BIG_BYTES (rmsnorm at T=16384 took minutes a call there);
+    said in one line."""
+    if device.startswith("cuda"):
+        return False
+    found = [_as_problem(p, problems_dir) for p in problems]
+    big = [f"{p.name} {w.name}" for p in found for w in p.workloads if p.auto_bytes(p.resolve_axes(w)) > CPU_BIG_BYTES]
+    if not big:
+        return False
+    log(f"on a CPU, each problem's small workload ({big[0]}{' and more' if len(big) > 1 else ''} would take minutes "
+        "here): --all-workloads or --workload NAME to run them")
+    return True
 
 
 def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: Progress | None = None) -> RunResult:

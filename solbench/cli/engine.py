@@ -206,7 +206,11 @@ def run(
     timeout: float = _setting("timeout_s", "--timeout"),
     compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
-    small: bool = typer.Option(False, "--small", help="one workload 'small' at the problem's test_axes (quick CPU runs)"),
+    small: bool = typer.Option(False, "--small", help="one workload 'small' at the problem's test_axes (quick CPU runs; "
+                               "the default on a CPU when no --workload is named)"),
+    all_workloads: bool = typer.Option(False, "--all-workloads", help="every workload, also on a CPU"),
+    problems_dir: Path = typer.Option(None, "--problems", help="folder problems are named in (default: "
+                                      "$SOLBENCH_PROBLEMS, else the shipped library)"),
     seed: int = _setting("seed", "--seed"),
     budget: float = _setting("budget_s", "--budget"),
     rounds: int = _setting("rounds", "--rounds"),
@@ -242,7 +246,8 @@ def run(
                           f"{GUARDS_OFF_FLAG}; never use this for untrusted code", highlight=False)
     with RichProgress(enabled=not quiet) as progress:
         result = api.run_problems(problems, solution or None, options, output=output, workloads=workload or (),
-                                  small=small, progress=progress, log=_plain_line)
+                                  small=small, progress=progress, log=_plain_line, problems_dir=problems_dir,
+                                  all_workloads=all_workloads)
     _finish(result.records, result.output, result.spec_id, result.device, as_json,
             interleaved=options.interleave > 0)
 

@@ -110,6 +110,25 @@ def token_revoke(name: str = typer.Argument(...), db: str = _db_option()) -> Non
     err_console.print(f"revoked {plain(name)}", highlight=False)
 
 
+@serve_app.command("baselines")
+def baselines(
+    problems: list[str] = typer.Argument(..., help="library problem ids"),
+    db: str = _db_option(),
+    library: Path = typer.Option(None, "--problems", help="library folder (as the server's --problems)"),
+    workload: list[str] = typer.Option(None, "--workload", help="only this workload (repeatable)"),
+    small: bool = typer.Option(False, "--small", help="one small workload per problem"),
+) -> None:
+    """Queue the problems' shipped library baselines (files that declare BASELINE): the leaderboard's
+    best-known columns compare every submission with them."""
+    from solbench.serve.server import queue_baselines
+
+    queued = queue_baselines(db, problems, str(library.resolve()) if library else None, workload or [], small)
+    for problem, candidate, sub in queued:
+        echo(f"#{sub}\t{problem}\t{candidate}")
+    if not queued:
+        raise SolbenchError(f"{', '.join(problems)}: no shipped library baseline (solutions/ files with BASELINE)")
+
+
 @serve_app.command("export")
 def export(db: str = _db_option(),
            output: Path = typer.Option(None, "-o", "--output", help="JSONL file to write (default: standard output)")) -> None:

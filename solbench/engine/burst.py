@@ -16,9 +16,16 @@ times the request with its own clock:
   probability (1 - f) ** CHECKED_CALLS at most;
 * the parent's time per call is ``(wall - rtt) / n``, ``rtt`` the least of ``PINGS`` empty requests
   (at most ``RTT_SHARE`` of the wall time is taken off: a worker cannot buy more by answering pings
-  slowly). The claimed time (the median the parent recomputed from the raw samples) is compared
-  with it: below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a
-  second miss makes the record REWARD_HACK.
+  slowly). On the CPU the worker's CPU time and its descendants' (the kernel's count) stand in for
+  the wall time where less, and 1.5 x the harness's own work per call (measured here) is taken off.
+  The claimed time (the median the parent recomputed from the raw samples) is compared with it:
+  below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a second miss makes the
+  record REWARD_HACK;
+* on a GPU the first burst is judged by its whole wall time (the harness's host work overlaps the
+  device's when the device is the bottleneck); the second lasts ``DEVICE_TARGET_S`` and, where NVML
+  saw enough of it, is judged by the device's busy time per call (utilisation x wall time / n) less
+  the device time of the harness's own kernels (traced here): a launch-bound candidate leaves the
+  device idle between calls, which the wall time counts and its timed spans do not.
 
 It bounds the claim by what the worker demonstrably sustains, under the parent's clock, on inputs it
 could not predict: a claim can be at most 1 / MIN_RATIO times faster than that (docs/security.md,
@@ -54,7 +61,11 @@ OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
 # The worker's share of the harness's work per call, as a multiple of the parent's measure of it (the
 # worker's own loop, under its guards, measured up to ~1.5 x the parent's on a loaded CPU).
 OVERHEAD_FACTOR = 1.5
-MIN_WINDOW_S = 0.005  # a shorter burst (outputs too large to keep enough calls) concludes nothing
+MIN_WINDOW_S = 0.005
+DEVICE_TARGET_S = 1.0  # a GPU's second burst: long enough for several NVML utilisation samples
+MIN_NVML_SAMPLES = 3
+DEVICE_OVERHEAD_CALLS = 200  # calls of the harness's own loop traced in the parent (GPU)
+MIN_UTIL = 0.02  # below this the device did (almost) nothing NVML counts: judged by the wall time  # a shorter burst (outputs too large to keep enough calls) concludes nothing
 ATTEMPTS = 2
 
 Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
@@ -197,16 +208,15 @@ def ping(request: Request, timeout_s: float) -> float:
     return best
 
 
-def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], device_type: str) -> float:
-    """The harness's own work per burst call (the loop, the edit, the copy of the output into its row and
-    the reply's copy of the rows), timed in this process over up to ``OVERHEAD_CALLS`` calls of a
-    candidate that does nothing; CPU time on the CPU, wall time on a GPU (as :func:`judge` counts)."""
+def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], m: int) -> Callable[[], None]:
+    """The burst's loop over its first ``m`` calls with a candidate that does nothing, on a copy of the
+    first set, in this process: only the harness's own work (the loop, the edit, keeping the output in
+    its row, and the reply's copy of the rows)."""
     import torch
 
     from solbench.timing import drive
     from solbench.worker.burst import burst_plan, output_buffers, stage_edits
 
-    m = min(bp.calls, OVERHEAD_CALLS)
     names = list(cases.sets[0].inputs)
     edits = [{"input": names.index(n), "calls": at[at < m], "index": ix[at < m], "values": v[at < m]}
              for n, (at, ix, v) in bp.edits.items()]
@@ -215,16 +225,44 @@ def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str,
     buffers = output_buffers(m, expect, cases.device)
     outs = [torch.Tensor.clone(v) for v in cases.sets[0].expected.values()]
     out = outs[0] if len(outs) == 1 else tuple(outs)
+
+    def loop() -> None:
+        drive(burst_plan(sets, m, staged, buffers), lambda *args: out)
+        for b in buffers:
+            torch.Tensor.clone(b)
+
+    return loop
+
+
+def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], device_type: str) -> float:
+    """The harness's own work per burst call (:func:`_harness_loop` over up to ``OVERHEAD_CALLS`` calls):
+    CPU time on the CPU, wall time on a GPU (as :func:`judge` counts)."""
+    import torch
+
+    m = min(bp.calls, OVERHEAD_CALLS)
+    loop = _harness_loop(cases, bp, expect, m)
     sync = torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
     clock = time.thread_time if device_type == "cpu" else time.perf_counter
     sync()
     t0 = clock()
-    drive(burst_plan(sets, m, staged, buffers), lambda *args: out)
-    copies = [torch.Tensor.clone(b) for b in buffers]
+    loop()
     sync()
-    spent = clock() - t0
-    del copies
-    return spent / m
+    return (clock() - t0) / m
+
+
+def harness_device_s(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]]) -> float | None:
+    """On a GPU, the device time of the harness's own kernels per burst call (the edit, the copies), from
+    a CUPTI trace of :func:`_harness_loop` in this process; None where the trace fails."""
+    from solbench.timing.cupti import DeviceTrace
+
+    m = min(bp.calls, DEVICE_OVERHEAD_CALLS)
+    loop = _harness_loop(cases, bp, expect, m)
+    try:
+        with DeviceTrace() as trace:
+            loop()
+        return sum(e["dur_us"] for e in trace.events()) * 1e-6 / m
+    except Exception:  # noqa: BLE001 - no profiler: the device's verdict stands without this correction
+        return None
 
 
 def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type: str,
@@ -249,13 +287,77 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
             "ok": not conclusive or ratio >= MIN_RATIO[device_type]}
 
 
+def judge_device(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], calls: int,
+                 harness_s: float | None = None) -> None:
+    """On a GPU, where NVML saw enough of a long burst: judge the claim against the device's busy time
+    per call instead of the wall time (a launch-bound candidate leaves the device idle between calls,
+    which the wall time counts and the timed spans do not), less the device time of the harness's own
+    kernels per call (``harness_s``). Where NVML saw too little, nothing is concluded; where the device
+    was almost idle, work that does not show as a running kernel keeps the wall time's verdict."""
+    nvml = seen.get("nvml") or {}
+    busy = nvml.get("device_busy_s")
+    if nvml.get("device_util_samples", 0) < MIN_NVML_SAMPLES:
+        # No device view (no NVML, or too few samples): the wall time of a launch-bound candidate
+        # says nothing about its device time, so nothing is concluded (docs/security.md).
+        result.update(judged_by="nothing: NVML saw too little of the burst", conclusive=False, ok=True)
+        return
+    if not busy or nvml.get("device_util_mean", 0) < MIN_UTIL:
+        return
+    per_call = max(busy / calls - (harness_s or 0.0), 1e-12)
+    ratio = claimed_s / per_call
+    result.update(judged_by="device", per_call_device_s=per_call, harness_device_s=harness_s, ratio_device=ratio,
+                  ok=ratio >= MIN_RATIO["cuda"])
+
+
+def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
+               claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
+               observe: Callable[[], Any] | None) -> tuple[dict[str, Any], BurstVerdict | None]:
+    """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None)."""
+    plan, samples = timed
+    calls, out_bytes = bursts[-1].calls, output_bytes(cases)
+    left = max(deadline - time.monotonic(), 0.001)
+    request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
+    rtt = ping(request, left)
+    header = burst_request(cases, bursts[-1], expect)
+    done = observe() if observe is not None else None
+    t0 = time.perf_counter()
+    reply = request(header, max(deadline - time.monotonic(), 0.001), calls * (out_bytes + 4096) + 4096)
+    wall = time.perf_counter() - t0
+    seen = done() if done is not None else {}
+    cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
+    # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
+    # wall time is judged whole, and a launch-bound candidate gets the device's verdict next.
+    overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
+    result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead)
+    result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
+    if seen:
+        result["outside"] = seen
+    if device_type == "cuda" and bursts[-1].attempt > 0:
+        judge_device(result, claimed, seen, calls, harness_device_s(cases, bursts[-1], expect))
+    outputs = call_outputs(reply, calls, expect, device_type)
+    result["checked_calls"], failure = check_calls(cases, plan, samples, bursts, outputs, device_type)
+    return result, failure
+
+
+def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type: str, deadline: float) -> int:
+    """The second burst's calls: as many on a CPU; on a GPU enough for ``DEVICE_TARGET_S`` at the wall
+    time per call the first one showed (NVML's samples need that long), within the caps and the time left."""
+    if device_type != "cuda":
+        return calls
+    per_call = result["wall_s"] / calls
+    target = min(DEVICE_TARGET_S, max(deadline - time.monotonic(), 0.0) / 3)
+    room = OUTPUT_BUDGET_BYTES[device_type] // max(out_bytes, 1)
+    return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_CALLS, room))
+
+
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
-    result (what was seen from outside: CPU time, NVML) is kept with that attempt.
+    result (what was seen from outside: CPU time, NVML) is kept with that attempt. On a GPU the second
+    burst lasts ``DEVICE_TARGET_S`` and is judged by NVML's device-busy time where it saw enough.
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -264,25 +366,12 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     summary: dict[str, Any] = {"claimed_s": claimed, "attempts": attempts}
     bursts: list[BurstPlan] = []
     for attempt in range(ATTEMPTS):
-        left = max(deadline - time.monotonic(), 0.001)
-        request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
-        rtt = ping(request, left)
+        if attempts:
+            calls = _next_calls(attempts[-1], calls, out_bytes, device_type, deadline)
         bursts.append(draw_burst(cases, calls, attempt))
-        header = burst_request(cases, bursts[-1], expect)
-        done = observe() if observe is not None else None
-        t0 = time.perf_counter()
-        reply = request(header, max(deadline - time.monotonic(), 0.001), calls * (out_bytes + 4096) + 4096)
-        wall = time.perf_counter() - t0
-        seen = done() if done is not None else {}
-        cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
-        overhead = harness_overhead(cases, bursts[-1], expect, device_type)
-        result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead)
-        result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
-        if seen:
-            result["outside"] = seen
+        result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
+                                     observe)
         attempts.append(result)
-        outputs = call_outputs(reply, calls, expect, device_type)
-        result["checked_calls"], failure = check_calls(cases, plan, samples, bursts, outputs, device_type)
         if failure is not None:
             return summary, failure
         if result["ok"]:
@@ -290,7 +379,10 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
             return summary, None
     last = attempts[-1]
     summary["passed"] = False
+    by_device = last.get("judged_by") == "device"
+    ratio, per_call = (last["ratio_device"], last["per_call_device_s"]) if by_device else (last["ratio"], last["per_call_s"])
+    what = "device-busy time per call (NVML)" if by_device else "parent-clocked time per call"
     return summary, BurstVerdict(Status.REWARD_HACK, (
-        f"claimed median {claimed * 1e6:.4g} us is {last['ratio']:.3g} x the parent-clocked time per call "
-        f"({last['per_call_s'] * 1e6:.4g} us over a burst of {calls} calls with inputs edited between calls, "
-        f"{ATTEMPTS} bursts), below the {MIN_RATIO[device_type]:g} an honest candidate shows"))
+        f"claimed median {claimed * 1e6:.4g} us is {ratio:.3g} x the {what} ({per_call * 1e6:.4g} us over a burst of "
+        f"{last['calls']} calls with inputs edited between calls, after {ATTEMPTS} bursts), below the "
+        f"{MIN_RATIO[device_type]:g} an honest candidate shows"))

@@ -274,9 +274,10 @@ def _log_tail(slot: CandidateSlot) -> str:
 class ProfilingRunner(Runner):
     """:class:`Runner` whose records of passed candidates get a ``profile`` from a pass under ncu.
 
-    The worker under ncu of each (problem, candidate) is started ahead: the next pair's while this
-    pair's profiled call is replayed, so its ncu start and torch import cost no wall time of their own
-    (they launch nothing on the device before their load)."""
+    The worker under ncu of each (problem, candidate) is started ahead: the next pair's when this pair
+    begins, so its ncu start and torch import (about 6 s on the H200) overlap this pair's guarded run
+    and replays and cost no wall time of their own (they launch nothing on the device before their
+    load, which comes after the guarded run of their own pair)."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
@@ -323,15 +324,16 @@ class ProfilingRunner(Runner):
 
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
         opts = self.options
-        # This pair's worker under ncu imports torch while the guarded run below goes on.
+        # This pair's worker under ncu (started ahead, or now) and the next pair's import torch while
+        # the guarded run below and this pair's replays go on.
         profiled, report = self._under_ncu(cases.problem, slot.candidate)
+        self._start_next(cases.problem, slot.candidate)
         try:
             record = super()._run_one(slot, cases, roof)
         except BaseException:
             profiled.retire()
             report.unlink(missing_ok=True)
             raise
-        self._start_next(cases.problem, slot.candidate)
         if record.status != Status.PASSED.value:
             profiled.retire()
             report.unlink(missing_ok=True)

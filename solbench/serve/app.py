@@ -249,7 +249,7 @@ def _sse(event: str, data: Any, ident: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-def _library(problems_dir: str | None) -> dict[str, Any]:
+def library_by_name(problems_dir: str | None) -> dict[str, Any]:
     """Every problem of the library that loads, by name (read once: the library is files, not users')."""
     from solbench.data.library import problems_root
     from solbench.data.problem import find_problems, load_problem
@@ -283,7 +283,7 @@ def create_app(store: Store, limits: Limits | None = None, scorer: Any = None) -
     app = FastAPI(title="solbench serve", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Score GPU kernels against the hardware's speed of light: submit a candidate, follow "
                               "its records, read the leaderboards.")
-    app.state.service = Service(store, limits, _library(limits.problems_dir))
+    app.state.service = Service(store, limits, library_by_name(limits.problems_dir))
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     _install_errors(app)
     _api_routes(app)
@@ -335,7 +335,8 @@ def _api_routes(app: FastAPI) -> None:
     @app.get(f"/{API_VERSION}/leaderboard/{{problem}}")
     def leaderboard(problem: str = PathParam(max_length=128), gpu: str | None = Query(None, max_length=64),
                     service: Service = Depends(_service)) -> dict[str, Any]:
-        """Candidates (one per submission) ranked per GPU, and the best-known result per workload."""
+        """Candidates (one per submission) ranked per GPU with their gap to the best library baseline
+        (``best_known_sol``, ``gap_to_best_known``), and the best result per workload."""
         _known_problem(service, problem)
         return pages.leaderboard_data(service.store.records(problem=problem, library_only=True), problem, gpu)[1]
 

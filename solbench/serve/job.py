@@ -16,15 +16,13 @@ import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from solbench import api
 from solbench.data.record import ResultRecord
 from solbench.errors import SolbenchError
-
-if TYPE_CHECKING:
-    from solbench.engine.runner import PlanItem
 
 PR_SET_PDEATHSIG = 1
 PARENT_ENV = "SOLBENCH_SERVE_PARENT"
@@ -59,7 +57,16 @@ class Events:
         self.emit("record", record=record.model_dump(mode="json"))
 
 
-def _remaining(plan: list[PlanItem], done: set[tuple[str, str]]) -> list[PlanItem]:
+def _named(plan: list[Any], name: str) -> list[Any]:
+    """The candidate under its file's own name: the engine names a file that shares a name with one of
+    the problem's shipped candidates by its folder (here a job folder); a submission is never taken
+    for a shipped file by its name alone (the leaderboard names it by its submission)."""
+    for item in plan:
+        item.candidates = [replace(c, name=name) for c in item.candidates]
+    return plan
+
+
+def _remaining(plan: list[Any], done: set[tuple[str, str]]) -> list[Any]:
     """The plan without the workloads that already have a record (a submission run again)."""
     for item in plan:
         item.workloads = [w for w in item.workloads if (item.problem.name, w.name) not in done]
@@ -71,7 +78,7 @@ def run_item(item: dict[str, Any], options: api.RunOptions, events: Events, prob
     try:
         plan = api.plan_run(item["problems"], [item["solution"]], workloads=item["workloads"], small=item["small"],
                             problems_dir=Path(problems_dir) if problems_dir else None, log=lambda line: None)
-        plan = _remaining(plan, {tuple(pair) for pair in item["done"]})
+        plan = _remaining(_named(plan, Path(item["solution"]).stem), {tuple(pair) for pair in item["done"]})
         if plan:
             api.run_plan(plan, options, Path(item["output"]), events)
     except SolbenchError as err:

@@ -1,5 +1,5 @@
 """What the service shows: the leaderboard of a problem per GPU (as JSON and as a page, with the
-best-known result per workload and the roofline chart) and a submission's page, built with the
+best-known columns against the library baselines, the best result per workload and the roofline chart) and a submission's page, built with the
 presentation layer's ranking, tables, charts and templates. Pages run no script (the report's CSP);
 every name and log is autoescaped text."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.present.markup import one_line
+from solbench.serve.store import LIBRARY
 from solbench.units import si, sol_text
 
 _CHART_LOCK = threading.Lock()  # matplotlib figures are drawn one at a time (request threads share it)
@@ -33,10 +34,18 @@ def render(template: str, **context: Any) -> str:
 
 
 def labelled(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each record's candidate named by its submission (``#12 kernel``): two people's ``kernel.py``
-    are two rows on a leaderboard."""
-    return [{**{k: v for k, v in r.items() if not k.startswith("_")}, "solution": f"#{r['_submission']} {r['solution']}"}
-            for r in records]
+    """Records as a leaderboard shows them: a user's candidate named by its submission (``#12 kernel``:
+    two people's ``kernel.py`` are two rows) and never taken for a library baseline, whatever its file
+    says; the library's own baselines (``solbench serve baselines``) by their names, so the best-known
+    columns compare every submission with them."""
+    return [_labelled(r) for r in records]
+
+
+def _labelled(r: dict[str, Any]) -> dict[str, Any]:
+    plain = {k: v for k, v in r.items() if not k.startswith("_")}
+    if r.get("_owner") == LIBRARY:
+        return plain
+    return {**plain, "solution": f"#{r['_submission']} {r['solution']}", "baseline": None}
 
 
 def _frame(records: list[dict[str, Any]]) -> Any:
@@ -45,13 +54,13 @@ def _frame(records: list[dict[str, Any]]) -> Any:
     return records_frame(labelled(records))
 
 
-def best_known(lb: Any) -> list[dict[str, Any]]:
-    """Per (GPU, workload): the best SOL any submission reached, its time and who holds it."""
+def best_per_workload(lb: Any) -> list[dict[str, Any]]:
+    """Per (GPU, workload): the best SOL any candidate reached, its time and who holds it."""
     best = lb.best
     if best.empty:
         return []
     top = best.sort_values(["sol", "timestamp"], ascending=[False, True]).drop_duplicates(["gpu", "workload"])
-    return [{"gpu": str(r["gpu"]), "workload": str(r["workload"]), "best_known_sol": float(r["sol"]),
+    return [{"gpu": str(r["gpu"]), "workload": str(r["workload"]), "sol": float(r["sol"]),
              "time_s": float(r["time_s"]), "holder": str(r["solution"])}
             for r in top.sort_values(["gpu", "workload"]).to_dict("records")]
 
@@ -62,11 +71,11 @@ def leaderboard_data(records: list[dict[str, Any]], problem: str, gpu: str | Non
     from solbench.present.ranking import leaderboard
 
     if not records:
-        return None, {"problem": problem, "gpu": gpu, "rows": [], "best_known": [], "roof": None}
+        return None, {"problem": problem, "gpu": gpu, "rows": [], "best_per_workload": [], "roof": None}
     lb = leaderboard(_frame(records), Selection(problem=problem, gpu=gpu or ()))
     data = lb.to_dict()
     return lb, {"problem": problem, "gpu": gpu, "roof": data["roof"], "rows": data["problems"],
-                "best_known": best_known(lb), "notes": data["left_out"] + data["warnings"]}
+                "best_per_workload": best_per_workload(lb), "notes": data["left_out"] + data["warnings"]}
 
 
 def _roofline(lb: Any, gpu: str, number: int) -> tuple[str, str] | None:
@@ -92,7 +101,7 @@ def leaderboard_page(records: list[dict[str, Any]], problem: str, gpu: str | Non
     if lb is not None:
         tables = [t for t in display_tables(lb) if t.kind == "problem"]
         for i, t in enumerate(tables):
-            best = [b for b in data["best_known"] if b["gpu"] == t.gpu]
+            best = [b for b in data["best_per_workload"] if b["gpu"] == t.gpu]
             gpus.append({"table": t, "best": best, "chart": _roofline(lb, t.gpu, i)})
     return render("serve_leaderboard.html.j2", title=f"{one_line(problem)} leaderboard", problem=problem,
                   roof_phrase=lb.roof_phrase if lb is not None else "", gpus=gpus, warnings=data.get("notes", []),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
-from solbench.serve.app import Limits, create_app
+from solbench.serve.app import Limits, create_app, library_by_name
 from solbench.serve.scorer import Scorer, ScorerSettings
 from solbench.serve.store import Store
 
@@ -51,6 +51,27 @@ def open_store(db: str) -> Store:
     except ImportError:
         raise SolbenchError('the service needs its extra: pip install "solbench[serve]"') from None
     return Store(db)
+
+
+def queue_baselines(db: str, names: list[str], problems_dir: str | None, workloads: list[str],
+                    small: bool) -> list[tuple[str, str, int]]:
+    """Queue each shipped library baseline (``solutions/`` files that declare ``BASELINE``) of the named
+    library problems, owned by the reserved ``library`` token: (problem, candidate, submission id)."""
+    from solbench.worker.candidate import baseline_library
+
+    store = open_store(db)
+    library = library_by_name(problems_dir)
+    missing = [n for n in names if n not in library]
+    if missing:
+        raise SolbenchError(f"no library problem {missing[0]!r} (`solbench list` names them)")
+    token = store.library_token()
+    queued = []
+    for problem in (library[n] for n in dict.fromkeys(names)):
+        for f in sorted((problem.folder / "solutions").glob("*.py")):
+            if baseline_library(f):
+                sub = store.submit(token, f.name, f.read_text(encoding="utf-8"), [problem.name], workloads, small, None)
+                queued.append((problem.name, f.stem, sub))
+    return queued
 
 
 def serve(config: ServeConfig, log: Any = None) -> None:

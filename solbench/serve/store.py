@@ -25,6 +25,7 @@ from solbench.errors import SolbenchError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 TOKEN_PREFIX = "sb_"
+LIBRARY = "library"  # the reserved owner of the shipped library baselines (`solbench serve baselines`)
 FINAL_STATES = ("done", "failed", "error")
 MAX_ATTEMPTS = 3  # a submission whose scorer died this often is given up (state "error")
 DAY_S = 86400.0
@@ -101,10 +102,12 @@ class Store:
         self.tokens, self.subs, self.results = (meta.tables[n] for n in ("tokens", "submissions", "results"))
 
     # --- tokens -------------------------------------------------------------------------------
-    def add_token(self, name: str, per_day: int, max_pending: int) -> str:
+    def add_token(self, name: str, per_day: int, max_pending: int, reserved: bool = False) -> str:
         """A new token for ``name``; only its hash is kept, so this is the one time it is seen."""
         import sqlalchemy as sa
 
+        if name == LIBRARY and not reserved:
+            raise SolbenchError(f"the token name {LIBRARY!r} is reserved for the library baselines: pick another")
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
         row = {"name": name, "token_hash": hash_token(raw), "created_at": time.time(), "per_day": per_day,
                "max_pending": max_pending, "revoked": False}
@@ -126,6 +129,16 @@ class Store:
             rows = conn.execute(t.select().with_only_columns(t.c.name, t.c.created_at, t.c.per_day, t.c.max_pending,
                                                              t.c.revoked).order_by(t.c.id))
             return [dict(r._mapping) for r in rows]
+
+    def library_token(self) -> Token:
+        """The owner of the library baselines (made on first use; its value is never shown)."""
+        t = self.tokens
+        with self.engine.connect() as conn:
+            row = conn.execute(t.select().where(t.c.name == LIBRARY)).first()
+        if row is None:
+            self.add_token(LIBRARY, 10**9, 10**9, reserved=True)
+            return self.library_token()
+        return Token(row.id, row.name, row.per_day, row.max_pending)
 
     def token(self, raw: str) -> Token | None:
         """The live token with this value, or None."""
@@ -257,19 +270,23 @@ class Store:
 
     def records(self, sub_id: int | None = None, problem: str | None = None, after: int = 0,
                 library_only: bool = False) -> list[dict[str, Any]]:
-        """Records as the JSONL records of ``solbench run`` (each with its row id as ``_row`` and its
-        submission as ``_submission``), in the order they were made."""
-        r, s = self.results, self.subs
-        q = r.select().with_only_columns(r.c.id, r.c.submission_id, r.c.record).where(r.c.id > after)
+        import sqlalchemy as sa
+
+        """Records as the JSONL records of ``solbench run`` (each with its row id as ``_row``, its
+        submission as ``_submission`` and the submission's owner as ``_owner``), in the order made."""
+        r, s, t = self.results, self.subs, self.tokens
+        q = (sa.select(r.c.id, r.c.submission_id, r.c.record, t.c.name.label("owner"))
+             .join_from(r, s, r.c.submission_id == s.c.id).join(t, s.c.token_id == t.c.id).where(r.c.id > after))
         if sub_id is not None:
             q = q.where(r.c.submission_id == sub_id)
         if problem is not None:
             q = q.where(r.c.problem == problem)
         if library_only:  # an uploaded problem may be named like a library one: never on its leaderboard
-            q = q.join_from(r, s, r.c.submission_id == s.c.id).where(s.c.uploaded.is_(None))
+            q = q.where(s.c.uploaded.is_(None))
         with self.engine.connect() as conn:
             rows = conn.execute(q.order_by(r.c.id)).all()
-        return [{**json.loads(row.record), "_row": row.id, "_submission": row.submission_id} for row in rows]
+        return [{**json.loads(row.record), "_row": row.id, "_submission": row.submission_id, "_owner": row.owner}
+                for row in rows]
 
     def recorded(self, sub_id: int) -> set[tuple[str, str]]:
         """(problem, workload) pairs the submission has a record of."""

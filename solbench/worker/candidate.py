@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -111,14 +112,27 @@ def _absent(requirement: str) -> bool:
     return importlib.util.find_spec(requirement) is None
 
 
+def _imports_triton(path: Path) -> bool:
+    """Whether a candidate imports Triton at its top level (read with ast, never imported)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return False
+    return any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "triton" for a in n.names)
+               or isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "triton" for n in tree.body)
+
+
 def missing_requirements(path: Path) -> list[str]:
     """What a candidate's ``REQUIRES = [...]`` names that this machine lacks: modules not installed, or
     ``"device:cuda"`` without a CUDA device. Library baselines (``lib_*.py``) are skipped, not failed,
-    without their library."""
+    without their library. A Triton candidate needs a GPU (``device:cuda``) unless Triton's
+    interpreter is on (``TRITON_INTERPRET=1``): without one its first launch fails with "0 active drivers"."""
     names = _module_constant(path, "REQUIRES")
-    if not isinstance(names, (list, tuple)):
-        return []
-    return [str(n) for n in names if _absent(str(n))]
+    names = [str(n) for n in names] if isinstance(names, (list, tuple)) else []
+    if (DEVICE_REQUIREMENT not in names and os.environ.get("TRITON_INTERPRET") != "1" and path.suffix == ".py"
+            and _imports_triton(path)):
+        names.append(DEVICE_REQUIREMENT)
+    return [n for n in names if _absent(n)]
 
 
 def baseline_library(path: Path) -> str | None:

@@ -115,10 +115,54 @@ def sweep_dead_workers(tmp: str | os.PathLike[str] | None = None) -> list[Path]:
     in_use = _working_folders() if folders else set()
     for folder in folders:
         if _dead_or_abandoned(folder, in_use):
+            kill_leftovers(folder)
             remove_tree(folder)
             remove_cgroup(folder.name)
             removed.append(folder)
     return removed
+
+
+_FOLDER_VARS = (b"HOME=", b"TMPDIR=", b"XDG_CACHE_HOME=")
+
+
+def _works_in(pid: str, folder: str) -> bool:
+    """Whether process ``pid`` works in ``folder``: its working folder or its HOME, TMPDIR or cache
+    (a worker's children inherit all of them) lie below it, the folder since removed or not."""
+    below = (folder, folder + "/", folder + " (deleted)")
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        if cwd == folder or cwd.startswith(below[1]):
+            return True
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return False
+    prefix = folder.encode()
+    return any(item.startswith(var) and (item[len(var):] == prefix or item[len(var):].startswith(prefix + b"/"))
+               for item in env for var in _FOLDER_VARS)
+
+
+def kill_leftovers(folder: Path) -> int:
+    """SIGKILL what a dead worker left running (its parent and it were killed with SIGKILL, so nothing
+    of theirs cleaned up): the processes of its cgroup, and those of the folder's owner that work in
+    the folder (:func:`_works_in`), ``setsid`` children included. Never this process. How many."""
+    base = _cgroup_base()
+    if base is not None and (base / folder.name).is_dir():
+        _kill_cgroup(base / folder.name)
+    try:
+        owner, entries = folder.stat().st_uid, [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0
+    killed = 0
+    for entry in entries:
+        try:
+            mine = os.stat(f"/proc/{entry}").st_uid == owner and int(entry) != os.getpid()
+        except OSError:
+            continue
+        if mine and _works_in(entry, str(folder)):
+            _signal(int(entry), signal.SIGKILL)
+            killed += 1
+    return killed
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -70,9 +70,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -98,37 +100,55 @@ def _limit_resources() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
-def _die_with_parent(parent: int) -> None:
-    """If the parent dies (killed mid-run), take down this worker's whole process group.
+PR_SET_PDEATHSIG = 1
+PARENT_DEATH_SIGNAL = signal.SIGUSR2  # caught (a handler checks the parent), unlike SIGKILL
 
-    A watchdog thread polls the parent pid and SIGKILLs the worker's descendants (it is their
-    subreaper, so orphans stay in view) and its group. Not PR_SET_PDEATHSIG: that would kill the
-    worker alone, at once, and leave the candidate's children running. Started after the process
-    limits, so the thread is under them too.
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """If the parent dies (killed mid-run), take down this worker's whole process group and every
+    process it started; return the function that kills those processes, for the worker's own exit.
+
+    Three ways, because a candidate controls the worker's main thread: ``PR_SET_PDEATHSIG`` (the
+    kernel's signal when the parent goes; its handler checks the parent really is gone, since the
+    signal also comes when the parent *thread* that started the worker ends), a watchdog thread that
+    polls the parent pid every half second, and the worker's exit (a parent killed while the worker
+    waited for a request closes the channel: the worker then kills what it started before it exits).
+    Each kills the worker's descendants (it is their subreaper, so orphans stay in view; those that
+    called ``setsid`` too) and then its group. Set after the worker changed its user (a credential
+    change clears the death signal) and after the process limits, so the thread is under them too.
     """
-    import signal
+    import ctypes
     import threading
     import time
 
-    from solbench.guards.concurrency import descendant_processes
+    from solbench.worker.cleanup import kill_tree
 
     # Bound now: the thread never looks up a name the candidate could rebind.
-    sleep, getppid, kill, killpg, getpgrp, descendants = (time.sleep, os.getppid, os.kill, os.killpg, os.getpgrp,
-                                                          descendant_processes)
+    sleep, getppid, killpg, getpgrp, kill_descendants = (time.sleep, os.getppid, os.killpg, os.getpgrp, kill_tree)
     me = os.getpid()
+
+    def reap() -> None:
+        kill_descendants(me, include_root=False)
+
+    def take_down() -> None:
+        reap()
+        killpg(getpgrp(), signal.SIGKILL)
 
     def watch() -> None:
         while True:
             sleep(0.5)
             if getppid() != parent:
-                for pid in descendants(me):  # those that left the group (setsid) too
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                killpg(getpgrp(), signal.SIGKILL)
+                take_down()
 
     threading.Thread(target=watch, name="solbench-parent-watch", daemon=True).start()
+    signal.signal(PARENT_DEATH_SIGNAL, lambda *_: take_down() if getppid() != parent else None)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the thread and the exit path remain
+        pass
+    if getppid() != parent:  # gone before the signal was asked for
+        take_down()
+    return reap
 
 
 def _become_worker(user: str | None, reads: list[str]) -> dict[str, Any]:
@@ -432,7 +452,20 @@ def _failure(err: BaseException) -> dict:
         text = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
         said = text[0] if len(text) < 2 else f"{text[0]} ... {text[-1]}"
         message = f"{type(err).__name__}: {said}" if text else type(err).__name__
+        where = _where(err)
+        message = f"{message} (at {where})" if where else message
     return {"ok": False, "kind": "runtime", "message": message[:2000], "traceback": tb[-8000:]}
+
+
+def _where(err: BaseException) -> str | None:
+    """``file.py:line`` of the innermost frame of the traceback outside solbench, torch and Python's own
+    libraries: where in the candidate (or a file it loaded) the error came from."""
+    package = str(Path(__file__).resolve().parents[1])
+    libraries = (sys.prefix, sys.base_prefix, sys.exec_prefix)
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename and not f.filename.startswith("<")
+              and not (f.filename.startswith(package) and "_shipped" not in f.filename)  # shipped candidates count
+              and not (f.filename.startswith(libraries) and not f.filename.startswith(package))]
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else None
 
 
 def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = None) -> int:
@@ -507,14 +540,20 @@ def enter_sandbox(args: argparse.Namespace) -> tuple[socket.socket, dict[str, An
         # Baselines and process limits before untrusted code is imported; the worker's folder is
         # the current one.
         sandbox.update(setup_worker(os.getcwd(), readable=args.read, block_tcp=not args.profiler))
-    _die_with_parent(args.parent if args.parent is not None else os.getppid())
+    _REAP.append(_die_with_parent(args.parent if args.parent is not None else os.getppid()))
     sock.set_inheritable(False)  # processes the untrusted code starts do not get the channel
     return sock, sandbox
 
 
+_REAP: list[Callable[[], None]] = []  # kills what the untrusted code started (set by enter_sandbox)
+
+
 def exit_now(code: int) -> None:
-    """Flush and leave without interpreter teardown (seconds with torch loaded, and atexit hooks of
-    untrusted code): the parent kills the process group after this anyway."""
+    """Kill what the untrusted code started (also when the parent is gone: nothing else would), flush
+    and leave without interpreter teardown (seconds with torch loaded, and atexit hooks of untrusted
+    code): the parent kills the process group after this anyway."""
+    for reap in _REAP:
+        reap()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

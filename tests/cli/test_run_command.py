@@ -48,7 +48,7 @@ REASONS = {
     "mutates_input": "mutated input y",
     "honest_only_when_watched": "timed call on set",
     "tensor_subclass": "subclass",
-    "raises": "ValueError: candidate exploded on purpose",
+    "raises": "ValueError: candidate exploded on purpose (at raises.py:5)",  # the file and line of the raise
     "segfaults": "SIGSEGV",
     "exits_os": "exited with code 0",
     "exits_sys": "sys.exit(0)",

@@ -55,9 +55,9 @@ def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 def test_a_file_over_the_size_cap_is_refused_at_once(tmp_path):
     f = tmp_path / "problem.yaml"
     f.write_text("description: '" + "x" * (MAX_FILE_BYTES + 10) + "'\n")
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: a loaded machine cannot fail it, a parse would
     msg = one_line_error(f)
-    assert "larger than 1 MiB" in msg and time.perf_counter() - start < 1
+    assert "larger than 1 MiB" in msg and time.process_time() - start < 1
 
 
 @pytest.mark.parametrize("text", [
@@ -92,10 +92,10 @@ def test_deep_nesting_is_refused_with_the_line(tmp_path, text):
 def test_hostile_yaml_is_refused_with_the_line(tmp_path, text, expect):
     f = tmp_path / "problem.yaml"
     f.write_text(text)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time, not wall time: under load the wall clock read 5 s for a fast refusal
     msg = one_line_error(f)
     assert expect in msg and "line " in msg
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2
 
 
 def test_unreadable_files_are_one_line(tmp_path):

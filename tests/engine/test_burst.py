@@ -3,6 +3,8 @@ the inputs each call saw, the check of calls chosen after the reply, and the jud
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from solbench.engine import burst
 from solbench.engine.cases import prepare_cases
 from solbench.engine.problem_code import load_reference
 from solbench.engine.verification import after_timing, draw_plan
+from solbench.guards import Observer
 from solbench.timing import drive
 from solbench.timing.config import TimingError
 from solbench.worker.burst import burst_plan, output_buffers, stage_edits
@@ -152,3 +155,71 @@ def test_staging_refuses_edits_the_sets_cannot_take():
                 {**good, "input": 5}):
         with pytest.raises(TimingError):
             stage_edits(sets, [bad], 1)
+
+
+def _slow_honest(x, y):
+    """Right, and slow enough (a few hundred microseconds) to stand well above the harness's own work."""
+    for _ in range(60):
+        out = x * 2 + y
+    return out
+
+
+@pytest.mark.slow
+def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+
+    def worker():
+        """A request function answering the worker's three requests in this process, on its own sets."""
+        sets, room = _worker_sets(cases, plan), {}
+
+        def request(header, timeout_s, max_bytes):
+            if header["op"] == "burst_prepare":
+                room["buffers"] = output_buffers(header["calls"], header["expect"], "cpu")
+            if header["op"] != "burst":
+                return {"ok": True}
+            misfits = drive(burst_plan(sets, header["calls"], stage_edits(sets, header["edits"], header["calls"]),
+                                       room["buffers"]), _slow_honest)
+            return {"ok": True, "stacked": room["buffers"],
+                    "misfits": [{"call": c, "outputs": o} for c, o in misfits.items()]}
+
+        return request
+
+    x, y = cases.sets[0].inputs["x"], cases.sets[0].inputs["y"]
+    t0 = time.thread_time()
+    for _ in range(50):
+        _slow_honest(x, y)
+    honest_s = (time.thread_time() - t0) / 50
+    observe = Observer(os.getpid(), "cpu").start  # this process plays the worker: its CPU time counts
+    deadline = time.monotonic() + 60
+    summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s}, _expect(cases), "cpu",
+                                       deadline, observe)
+    assert verdict is None and summary["passed"], summary
+    summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10}, _expect(cases),
+                                       "cpu", deadline, observe)
+    assert verdict is not None and verdict.status == Status.REWARD_HACK and not summary["passed"]
+    assert len(summary["attempts"]) == burst.ATTEMPTS and "parent-clocked" in verdict.reason
+    assert all(a["ratio"] < burst.MIN_RATIO["cpu"] for a in summary["attempts"])
+
+
+def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_enough():
+    result = {"ok": False}
+    seen = {"nvml": {"device_util_samples": 6, "device_util_mean": 0.1, "device_busy_s": 0.1}}
+    burst.judge_device(result, 1e-4, seen, 1000)  # busy 100 us per call, 100 us claimed
+    assert result["ok"] and result["judged_by"] == "device" and result["ratio_device"] == pytest.approx(1.0)
+    launch_bound = {"ok": False}  # 50 us of the 100 us per call are the harness's own kernels
+    burst.judge_device(launch_bound, 5e-5, seen, 1000, harness_s=5e-5)
+    assert launch_bound["ok"] and launch_bound["ratio_device"] == pytest.approx(1.0)
+    forged = {"ok": False}
+    burst.judge_device(forged, 1e-5, seen, 1000)
+    assert not forged["ok"] and forged["ratio_device"] == pytest.approx(0.1)
+    idle = {"ok": False}  # the device did (almost) nothing NVML counts: the wall time's verdict stands
+    burst.judge_device(idle, 1e-5, {"nvml": {"device_util_samples": 6, "device_util_mean": 0.001,
+                                             "device_busy_s": 0.001}}, 1000)
+    assert idle == {"ok": False}
+    for blind in ({"nvml": {"device_util_samples": 2, "device_util_mean": 0.1, "device_busy_s": 0.1}}, {}):
+        unseen = {"ok": False}  # too few samples, or no NVML at all: nothing concluded
+        burst.judge_device(unseen, 1e-5, blind, 1000)
+        assert unseen["ok"] and unseen["conclusive"] is False
+    assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cpu", time.monotonic() + 60) == 100
+    assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cuda", time.monotonic() + 60) == 2000  # 1 s at 0.5 ms

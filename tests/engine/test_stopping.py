@@ -194,6 +194,7 @@ def _nest(top: Path, depth: int) -> Path:
     return top
 
 
+@pytest.mark.slow
 def test_remove_tree_and_sweep_handle_a_3000_level_tree(tmp_path: Path) -> None:
     top = _nest(tmp_path / "w" / "home", 3000)
     remove_tree(top)
@@ -221,6 +222,91 @@ def test_sweep_skips_another_users_locked_folder(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+# --- a parent killed with SIGKILL ---------------------------------------------------------------
+
+SLEEPER = """
+import subprocess
+
+subprocess.Popen(["sleep", "{marker}"], start_new_session=True, stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run(x, y):
+    return x * 2 + y
+"""
+# A parent that starts a worker, has it load the candidate (which setsid-forks a sleeper), and waits.
+PARENT = """
+import sys, time
+from solbench.worker.client import WorkerClient
+client = WorkerClient("cpu", reads=({folder!r},))
+client.spawn()
+client.wait_ready(300)
+client.request({{"op": "load", "path": {path!r}, "device": "cpu"}}, 120, 0)
+print(client.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _killed_parent(tmp_path: Path, kill_worker: bool) -> tuple[str, int]:
+    """SIGKILL a parent (and its worker with ``kill_worker``) once the candidate's sleeper runs; the
+    sleeper's marker and the worker's pid."""
+    marker = f"7{uuid.uuid4().int % 10**6:06d}.25"
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "sleeper.py").write_text(SLEEPER.format(marker=marker))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o777)
+    tmp.chmod(0o777)
+    code = PARENT.format(folder=str(folder), path=str(folder / "sleeper.py"))
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT)))
+    try:
+        worker = int(parent.stdout.readline())
+        deadline = time.monotonic() + 30
+        while not _with_cmdline(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _with_cmdline(marker), "the candidate's sleeper never started"
+        if kill_worker:
+            os.kill(worker, signal.SIGKILL)
+    finally:
+        parent.kill()
+        parent.wait()
+    return marker, worker
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_parent_leaves_no_candidate_process(tmp_path: Path) -> None:
+    """The worker, idle in its wait for the next request, sees its channel close and kills the
+    setsid child before it exits (it used to exit alone, and the child ran on under init)."""
+    marker, worker = _killed_parent(tmp_path, kill_worker=False)
+    try:
+        deadline = time.monotonic() + 10
+        while (_with_cmdline(marker) or _alive(worker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _with_cmdline(marker) == [] and not _alive(worker)
+    finally:
+        for pid in _with_cmdline(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_the_next_start_kills_what_a_killed_run_left(tmp_path: Path) -> None:
+    """Parent and worker killed at once (nothing of solbench left to clean up): the next start's sweep
+    kills the candidate's setsid child, found by its working folder, environment or cgroup."""
+    marker, _ = _killed_parent(tmp_path, kill_worker=True)
+    try:
+        time.sleep(1.0)
+        assert _with_cmdline(marker), "the sleeper died with its worker: nothing left for the sweep to do"
+        assert len(sweep_dead_workers(tmp_path / "tmp")) == 1
+        deadline = time.monotonic() + 5
+        while _with_cmdline(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _with_cmdline(marker) == []
+    finally:
+        for pid in _with_cmdline(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 # --- processes that left the worker's session -----------------------------------------------------

@@ -15,8 +15,8 @@ BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s
 
 
 def _spin(seconds: float) -> None:
-    t = time.process_time()
-    while time.process_time() - t < seconds:
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
         pass
 
 
@@ -24,8 +24,9 @@ def test_the_worker_s_own_cpu_time_is_counted_precisely():
     done = Observer(os.getpid(), "cpu").start()
     _spin(0.2)
     seen = done()
-    assert 0.18 <= seen["worker_cpu_s"] <= 0.3 and seen["other_cpu_s"] < OTHER_CPU_S
-    assert seen["wall_s"] >= seen["worker_cpu_s"] * 0.9
+    # This thread's 0.2 s, and what the process's other threads (torch's) did meanwhile.
+    assert 0.19 <= seen["worker_cpu_s"] <= 0.5, seen
+    assert seen["other_cpu_s"] < OTHER_CPU_S, seen
 
 
 def test_work_in_a_descendant_is_a_finding_and_idling_one_is_not():

@@ -50,6 +50,7 @@ class Server:
     args: tuple[str, ...]
     proc: subprocess.Popen | None = None
     log: Path | None = None
+    problems: Path = TINY
 
     @property
     def url(self) -> str:
@@ -57,7 +58,7 @@ class Server:
 
     def start(self, timeout: float = 120) -> Server:
         cmd = [sys.executable, "-m", "solbench", "serve", "--db", self.db, "--port", str(self.port), "--device", "cpu",
-               "--budget", "0.05", "--timeout", "30", "--compile-timeout", "60", "--problems", str(TINY), *self.args]
+               "--budget", "0.05", "--timeout", "30", "--compile-timeout", "60", "--problems", str(self.problems), *self.args]
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout

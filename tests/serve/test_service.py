@@ -22,17 +22,28 @@ HOSTILE_LOG = "<script>document.title='pwned'</script><img src=x onerror=\"docum
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
+BASELINE_FILE = 'BASELINE = "torch"\n\nimport torch\n\n\ndef run(x, y):\n    return torch.add(y, x, alpha=2)\n'
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve")
+    library = tmp / "library"
+    shutil.copytree(TINY, library)  # the tiny library, with a library baseline for scaled_add
+    (library / "scaled_add" / "solutions").mkdir()
+    (library / "scaled_add" / "solutions" / "lib_torch_scaled_add.py").write_text(BASELINE_FILE)
     db = f"sqlite:///{tmp / 'serve.db'}"
     token = make_token(db)
+    queued = solbench("serve", "baselines", "tiny.scaled_add", "--db", db, "--problems", str(library), "--workload", "n4")
+    assert queued.returncode == 0 and "lib_torch_scaled_add" in queued.stdout, queued.stderr
     shouts = tmp / "shouts_html.py"  # honest, but prints markup into its log
     shouts.write_text(f"import torch\n\nprint({HOSTILE_LOG!r}, flush=True)\n\n\ndef run(x, y):\n"
                       "    return torch.add(y, x, alpha=2)\n")
-    server = Server(db, free_port(), ("--allow-uploads",), log=tmp / "server.log").start()
-    ids = {}
-    for cand in (CANDIDATES / "honest.py", CANDIDATES / "wrong_values.py", shouts):
+    fake = tmp / "lib_fake.py"  # a user's file that calls itself a library baseline
+    fake.write_text(BASELINE_FILE)
+    server = Server(db, free_port(), ("--allow-uploads",), log=tmp / "server.log", problems=library).start()
+    ids = {"lib_torch_scaled_add": int(queued.stdout.split()[0].lstrip("#"))}
+    for cand in (CANDIDATES / "honest.py", CANDIDATES / "wrong_values.py", shouts, fake):
         status, made = submit(server, token, cand, ["tiny.scaled_add"], workloads=["n4"])
         assert status == 201, made
         ids[cand.stem] = made["id"]
@@ -59,6 +70,8 @@ def test_the_statuses_are_those_of_solbench_run(served):
     by_run = {r["solution"]: r["status"] for r in read_records([out])[0]}
     by_service = {}
     for name, sub in subs.items():
+        if name.startswith("lib_"):
+            continue
         assert sub["state"] == "done", sub
         (rec,) = sub["records"]  # exactly one: one workload, one candidate
         assert (rec["problem"], rec["workload"], rec["solution"]) == ("tiny.scaled_add", "n4", name)
@@ -115,18 +128,23 @@ def test_export_writes_the_jsonl_records_of_run(served):
     assert sum(len(s["records"]) for s in subs.values()) <= len(rows)
 
 
-def test_leaderboard_json_ranks_each_submission(served):
+def test_leaderboard_json_ranks_each_submission_against_the_library_baseline(served):
     server, _, subs, *_ = served
     board = json.loads(request(server, "GET", "/v1/leaderboard/tiny.scaled_add")[1])
     ranked = {r["candidate"]: r for r in board["rows"]}
-    honest, shouts = f"#{subs['honest']['id']} honest", f"#{subs['shouts_html']['id']} shouts_html"
-    assert ranked[honest]["workloads_passed"] == 1 and ranked[honest]["rank"] in (1, 2)
-    wrong = next(r for name, r in ranked.items() if name.endswith(" wrong_values"))
+    honest = f"#{subs['honest']['id']} honest"
+    assert ranked[honest]["workloads_passed"] == 1 and 1 <= ranked[honest]["rank"] <= 4
+    wrong = ranked[f"#{subs['wrong_values']['id']} wrong_values"]
     assert wrong["rank"] is None and wrong["INCORRECT"] == 1
-    (best,) = board["best_known"]
-    sols = {name: subs[name]["records"][0]["sol"] for name in ("honest", "shouts_html")}
-    assert best["workload"] == "n4" and best["best_known_sol"] == pytest.approx(max(sols.values()))
-    assert best["holder"] in (honest, shouts)
+    library_sol = subs["lib_torch_scaled_add"]["records"][0]["sol"]
+    assert ranked["lib_torch_scaled_add"]["baseline"].startswith("torch")  # the library's own, by its name
+    assert ranked[honest]["best_known_sol"] == pytest.approx(library_sol)
+    assert ranked[honest]["gap_to_best_known"] == pytest.approx(subs["honest"]["records"][0]["sol"] / library_sol)
+    fake = ranked[f"#{subs['lib_fake']['id']} lib_fake"]  # a user's claim to be a baseline is not taken
+    assert fake["baseline"] == "" and fake["best_known_sol"] == pytest.approx(library_sol)
+    best = {b["workload"]: b for b in board["best_per_workload"]}["n4"]
+    passed = {n: s["records"][0]["sol"] for n, s in subs.items() if s["records"][0]["status"] == "PASSED"}
+    assert best["sol"] == pytest.approx(max(passed.values()))
 
 
 def _browser() -> str:
@@ -158,7 +176,8 @@ def test_chromium_renders_the_leaderboard_and_runs_nothing(served, tmp_path):
     text = " ".join(dom.text)
     assert "script" not in tags
     classes = [a.get("class", "") for t, a in dom.tags if t == "table"]
-    assert "leaderboard problem" in classes and "best-known" in classes
+    assert "leaderboard problem" in classes and "best-per-workload" in classes
+    assert "Best known" in text and "lib_torch_scaled_add" in text
     for name in ("honest", "wrong_values", "shouts_html"):
         assert f"#{subs[name]['id']} {name}" in text
     assert "INCORRECT 1" in text  # the failing one's row

@@ -1,0 +1,86 @@
+"""A new user on a CPU: `run` takes the small workload of a big problem unless asked, `--problems`,
+a Triton candidate skipped in one line without a GPU, calibrate-then-run that works every time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from solbench import api
+from solbench.cli import app
+from solbench.data.library import resolve_problem
+from solbench.worker.candidate import DEVICE_REQUIREMENT, missing_requirements, shipped_candidates
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "fixtures" / "tiny"
+RMSNORM = ROOT / "problems" / "llama3_1_8b" / "rmsnorm"
+
+
+def _solbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+def test_on_a_cpu_a_big_problem_runs_its_small_workload_and_says_so():
+    rmsnorm = resolve_problem("llama3_1_8b.rmsnorm", None)
+    biggest = max(rmsnorm.auto_bytes(rmsnorm.resolve_axes(w)) for w in rmsnorm.workloads)
+    assert biggest > api.CPU_BIG_BYTES  # T=16384 x 4096 bf16 in and out
+    heard: list[str] = []
+    assert api.cpu_small_default(["llama3_1_8b.rmsnorm"], "cpu", None, heard.append)
+    assert len(heard) == 1 and "--all-workloads" in heard[0] and "llama3_1_8b.rmsnorm" in heard[0]
+    assert not api.cpu_small_default(["llama3_1_8b.rmsnorm"], "cuda", None, heard.append)
+    assert not api.cpu_small_default([TINY / "scaled_add"], "cpu", None, heard.append)  # small already: all of it
+    assert len(heard) == 1
+
+
+def test_run_names_problems_in_the_folder_given_by_problems():
+    res = CliRunner().invoke(app, ["run", "tiny.scaled_ad", "--problems", str(TINY), "--device", "cpu"])
+    assert res.exit_code != 0
+    assert "tiny.scaled_add" in str(res.exception) + res.output  # the near miss, found in that folder
+
+
+def test_a_triton_candidate_needs_a_gpu_unless_the_interpreter_is_on(monkeypatch):
+    import torch
+
+    triton_file = RMSNORM / "solutions" / "triton_rmsnorm.py"
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    expected = [] if torch.cuda.is_available() else [DEVICE_REQUIREMENT]
+    assert missing_requirements(triton_file) == expected
+    assert missing_requirements(RMSNORM / "solutions" / "torch_eager.py") == []
+    assert (triton_file in shipped_candidates(RMSNORM)) == torch.cuda.is_available()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert missing_requirements(triton_file) == []
+
+
+@pytest.mark.slow
+def test_run_small_on_a_cpu_exits_0_with_the_triton_candidate_skipped_in_one_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: the Triton candidate runs")
+    r = _solbench("run", "llama3_1_8b.rmsnorm", "--small", "--device", "cpu", "-o", str(tmp_path / "r.jsonl"), "-q",
+                  "--budget", "0.05")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "skipped: llama3_1_8b.rmsnorm triton_rmsnorm.py: needs a CUDA device, none here" in r.stderr
+    assert "active drivers" not in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_calibrate_quick_then_a_bf16_run_works_every_time(tmp_path):
+    """Ten in a row: the spec always has bf16 (it was dropped under 1 GFLOP/s) and an honest eager run
+    on it is never refused by the physics floor."""
+    for i in range(10):
+        spec = tmp_path / f"X{i}.yaml"
+        cal = _solbench("calibrate", "--quick", "--device", "cpu", "-o", str(spec))
+        assert cal.returncode == 0, cal.stderr
+        out = tmp_path / f"r{i}.jsonl"
+        r = _solbench("run", "llama3_1_8b.rmsnorm", "--small", "--device", "cpu", "--gpu", str(spec), "-q",
+                      "-s", str(RMSNORM / "solutions" / "torch_eager.py"), "--budget", "0.05", "-o", str(out))
+        assert r.returncode == 0, (i, r.stdout[-3000:], r.stderr[-2000:])
+        (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+        assert record["status"] == "PASSED" and record["gpu_spec"].startswith(f"x{i}_")
