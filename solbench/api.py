@@ -29,6 +29,7 @@ from solbench.data.small import small_problem
 from solbench.engine.options import RunOptions, dispatched, resolve_options
 from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
 from solbench.errors import ProblemError, SolbenchError, did_you_mean
+from solbench.settings import DEMO_CPU_BUDGET_S
 from solbench.worker.candidate import (
     CandidateFile,
     describe_candidates,
@@ -54,7 +55,6 @@ DEMO_PROBLEMS = (
 # torch.compile spends tens of seconds compiling per problem there.
 CPU_DEMO_CANDIDATE = "torch_eager.py"
 DEMO_MAX_PROBLEMS = 4
-DEMO_CPU_BUDGET_S = 0.1
 CPU_BIG_BYTES = 128 << 20  # a workload moving more takes seconds a call on a CPU, minutes with its rounds
 
 

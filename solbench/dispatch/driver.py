@@ -32,11 +32,11 @@ from solbench.engine.scoring import Evaluation, build_record
 from solbench.engine.work import workload_point
 from solbench.errors import SolbenchError
 from solbench.guards import make_undumpable
+from solbench.settings import EXECUTOR_JOIN_S
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals
 
 MAX_ATTEMPTS = 2  # an item's run and one rerun after its executor was lost
-JOIN_S = 60.0
 LOST_FLAG = "executor_lost"
 
 
@@ -146,7 +146,7 @@ class Driver:
             for slot in self.slots:
                 slot.inbox.put(None)
             for slot in self.slots:
-                slot.thread.join(JOIN_S)
+                slot.thread.join(EXECUTOR_JOIN_S)
         return self.records
 
     def _loop(self, state: _State) -> None:

@@ -6,7 +6,9 @@ The parent sends inputs, receives raw outputs and raw timing samples, and decide
    (:mod:`solbench.engine.correctness`) and that no input was changed (unless an output is declared
    ``inplace_of`` it, in which case that input must hold the expected output afterwards);
 2. timing on the rotating sets (:func:`solbench.timing.time_calls` in the worker), with NVML
-   telemetry sampled around it;
+   telemetry sampled around it, and right after it the parent-clocked burst that checks the claimed
+   time from outside the worker (:mod:`solbench.engine.burst`), while the parent watches the worker's
+   processes (CPU time, NVML);
 3. the outputs of the timed calls are checked: the last of each set, those of samples the parent
    chose, and the refresh run's, each against the reference for the inputs it saw (the parent's
    edits between samples included: :mod:`solbench.engine.verification`); the sets must come back
@@ -34,7 +36,15 @@ from solbench.engine.gate import DeviceGate
 from solbench.engine.ledger import Ledger
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
-from solbench.engine.verification import TimedPlan, already_checked, draw_plan, reply_bytes, request, timed_checks
+from solbench.engine.verification import (
+    TimedPlan,
+    already_checked,
+    draw_plan,
+    reply_bytes,
+    request,
+    sample_count,
+    timed_checks,
+)
 from solbench.guards import (
     Observer,
     check_concurrency,
@@ -43,13 +53,13 @@ from solbench.guards import (
     other_process_work,
     snapshot_concurrency,
 )
+from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerFailure
+from solbench.worker.client import WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
 EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
-_PROCESS_GRACE_S = 0.1  # time given to a process of the worker that is exiting as the reply arrives
 
 
 @dataclass
@@ -127,7 +137,7 @@ class CandidateSlot:
         if self.state != "spawned" or self.client is None or self.client.ready:
             return
         waited = time.monotonic() if waited is None else waited
-        self.client.wait_ready(START_TIMEOUT_S)
+        self.client.wait_ready(WORKER_START_TIMEOUT_S)
         self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
 
     def send_load(self, compile_timeout_s: float) -> None:
@@ -355,29 +365,30 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
-        with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
-            try:
-                with slot.access("time"):  # the timing window: the device alone
+        # The timing and the burst right after it (clocked by the parent): one window, the device alone.
+        with slot.access("time"):
+            with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
+                try:
                     reply = _request(slot, header, max(deadline - ctx.clock(), 0.001),
                                      message_bytes(cases.sets) + reply_bytes(plan), "timing", workload_limit)
-            finally:
-                sampler.stop()
-                ctx.telemetry.update(sampler.result())
-        ctx.harness["timing_request_s"] = ctx.clock() - clock
+                finally:
+                    sampler.stop()
+                    ctx.telemetry.update(sampler.result())
+            ctx.harness["timing_request_s"] = ctx.clock() - clock
+            clock = ctx.clock()
+            _add_findings(findings, _findings(reply) + processes_left(slot))
+            timing = _valid_timing(reply.get("timing"))
+            phase = "burst"
+            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
+            _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline + ctx.ledger.waited,
+                   correctness)
+            _add_findings(findings, window.findings())
+            ctx.harness["burst_s"] = ctx.clock() - clock
         clock = ctx.clock()
-        _add_findings(findings, _findings(reply) + processes_left(slot))
-        timing = _valid_timing(reply.get("timing"))
+        phase = "timing"
         with slot.access("recheck"):  # references for edited inputs, comparisons: device work
             correctness["timed"] = _recheck_timed(ctx, reply, plan)
         ctx.harness["recheck_s"] = ctx.clock() - clock
-        clock = ctx.clock()
-        phase = "burst"
-        with slot.access("burst"):  # timed by the parent's clock: the device alone, as for the timing
-            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
-            _burst(slot, ctx, window, (plan, reply["samples"], timing, expect), deadline + ctx.ledger.waited,
-                   correctness)
-        _add_findings(findings, window.findings())
-        ctx.harness["burst_s"] = ctx.clock() - clock
         phase = "done"
     except _Stop as stop:
         _charge_failed(ctx, phase, clock)
@@ -492,7 +503,7 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     if not slot.guards or proc is None:
         return []
     baseline = dataclasses.replace(snapshot_concurrency(proc.pid), processes=frozenset())
-    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=_PROCESS_GRACE_S)]
+    return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=EXITING_PROCESS_GRACE_S)]
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any], plan: TimedPlan) -> dict[str, Any]:

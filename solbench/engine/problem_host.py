@@ -47,6 +47,7 @@ from solbench.data.cost import Cost, cost_from_result
 from solbench.data.dtypes import ITEMSIZE
 from solbench.data.problem import Problem
 from solbench.errors import ProblemError, SolbenchError
+from solbench.settings import PROBLEM_TIMEOUT_S, WORKER_START_TIMEOUT_S
 
 ENTRY = "solbench.engine.problem_host"
 _SLACK = 1 << 16  # reply bytes beyond the declared tensors (scalars, descriptions)
@@ -64,7 +65,7 @@ class ProblemHost:
     device: str = "cpu"
     account: tuple[int, int] | None = None
     guards: bool = True
-    timeout_s: float = 300.0
+    timeout_s: float = PROBLEM_TIMEOUT_S
     client: Any = None
     starts: int = 0  # processes started (a failure stops one; the next request starts another)
     _cache: dict[tuple, Any] = field(default_factory=dict)
@@ -83,7 +84,7 @@ class ProblemHost:
         return str(problem.folder.resolve()) in self.folders
 
     def _client(self, problem: Problem) -> Any:
-        from solbench.worker.client import START_TIMEOUT_S, WorkerClient, WorkerStartError
+        from solbench.worker.client import WorkerClient, WorkerStartError
 
         if self.client is not None and not self._covers(problem):
             self.close()  # started for other folders: a fresh host may read this one too
@@ -94,7 +95,7 @@ class ProblemHost:
             client.spawn()
             self.starts += 1
             try:
-                client.wait_ready(START_TIMEOUT_S)
+                client.wait_ready(WORKER_START_TIMEOUT_S)
             except WorkerStartError as err:
                 client.discard()
                 raise SolbenchError(f"the problem host (which runs problems' own code) did not start: {err}") from None

@@ -8,14 +8,24 @@ import json
 import signal
 
 import pytest
-from conftest import CANDIDATES, Server, free_port, fresh_postgres, make_token, request, submit, wait_final
+from serve_fixtures import (
+    CANDIDATES,
+    Server,
+    free_port,
+    fresh_postgres,
+    make_token,
+    postgres_url,
+    request,
+    submit,
+    wait_final,
+)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.timeout(600)
-def test_the_api_on_postgresql(postgres_url, tmp_path):
-    db = fresh_postgres(postgres_url)
+def test_the_api_on_postgresql(tmp_path):
+    db = fresh_postgres(postgres_url())
     token = make_token(db)
     server = Server(db, free_port(), ("--state-dir", str(tmp_path / "jobs")), log=tmp_path / "server.log").start()
     try:
