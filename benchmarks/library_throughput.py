@@ -16,8 +16,8 @@ of ``STEADY_GROUP`` records after the first, of the group's span divided by its 
 every so many seconds; pipelined, a record's own wall is longer). ``phases_s``: the records'
 ``harness`` phases summed (:mod:`solbench.engine.ledger`), with ``unaccounted_s`` (their walls less
 their phases). ``gate``: the seconds timing windows held the device alone, and their share of the
-run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples. The
-goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
+run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples;
+``edge`` is what the edge rounds took of it (``--no-edge`` runs without them). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
 
     python benchmarks/library_throughput.py --budget 0.3 -o results/h200/library_throughput.json
     python benchmarks/library_throughput.py --device cpu --only 'llama3_1_8b.rms*' --smallest-only
@@ -96,6 +96,17 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
             "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals))}
 
 
+def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the edge rounds cost: their seconds (the worker calls and the parent's references, harness.edge_s +
+    edge_prepare_s) over the records' wall time, in all and per record (the goal: at most 10%)."""
+    shares = [r["edge_s"] / r["wall_s"] for r in rows if r.get("wall_s")]
+    total = sum(r["wall_s"] for r in rows)
+    return {"edge_s": round(sum(r.get("edge_s", 0.0) for r in rows), 3),
+            "share_of_wall": round(sum(r.get("edge_s", 0.0) for r in rows) / total, 4) if total else None,
+            "median_share": round(statistics.median(shares), 4) if shares else None,
+            "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
+
+
 class Tally:
     """Progress hooks: one row per record, and the summary rewritten to ``path`` after each."""
 
@@ -122,9 +133,10 @@ class Tally:
             wall = time.perf_counter() - self.started.get(f"{record.problem}/{record.workload}/{record.solution}",
                                                           self.t0)
         timed = float(sum(record.timing.get("samples_s") or []))
+        edge = float(harness.get("edge_s") or 0.0) + float(harness.get("edge_prepare_s") or 0.0)
         self.rows.append({"problem": record.problem, "workload": record.workload, "candidate": record.solution,
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
-                          "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4),
+                          "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
@@ -147,6 +159,7 @@ class Tally:
             "steady_records_per_min": (round((len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0]) * 60, 2)
                                        if len(self.stamps) > 2 else None),
             "statuses": dict(self.statuses), "overhead_by_size": overhead_by_size(self.rows),
+            "edge": edge_share(self.rows),
             "goal": GOAL | {"met": bool(complete and wall <= GOAL["wall_s_max"] and problems >= GOAL["problems_min"]
                                         and steady is not None and steady <= GOAL["steady_median_record_s_max"])},
             "rows": self.rows,
@@ -193,6 +206,7 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
     ap.add_argument("--jobs", type=int, default=None, help="run on N executors on the CPU")
     ap.add_argument("--cluster", default=None, help="ray or ray://HOST:PORT")
+    ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=60.0)
     return ap.parse_args()
@@ -201,7 +215,8 @@ def arguments() -> argparse.Namespace:
 def main() -> None:
     args = arguments()
     options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout,
-                              in_flight=args.in_flight, gpus=args.gpus, jobs=args.jobs, cluster=args.cluster)
+                              in_flight=args.in_flight, gpus=args.gpus, jobs=args.jobs, cluster=args.cluster,
+                              edge_rounds=False if args.no_edge else None)
     plan = select(plan_run(find_problems(problems_root(args.problems))), args.second, args.only, args.smallest_only)
     out = Path(args.output)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")

@@ -223,6 +223,7 @@ def run(
     guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
                             f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
     log_bytes: int = _setting("log_bytes", "--log-bytes"),
+    edge_rounds: bool = _setting("edge_rounds", " /--no-edge", show_default=False),
     gpus: str = _setting("gpus", "--gpus"),
     jobs: int = _setting("jobs", "--jobs"),
     cluster: str = _setting("cluster", "--cluster"),
@@ -237,7 +238,8 @@ def run(
     options = api.resolve_options(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
         seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, in_flight=in_flight,
-        interleave=interleave, cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
+        interleave=interleave, cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes,
+        worker_user=worker_user, edge_rounds=edge_rounds,
         gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
         worker_reads=tuple(worker_read) if worker_read else None,
     )

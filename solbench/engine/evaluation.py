@@ -389,6 +389,12 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         with slot.access("recheck"):  # references for edited inputs, comparisons: device work
             correctness["timed"] = _recheck_timed(ctx, reply, plan)
         ctx.harness["recheck_s"] = ctx.clock() - clock
+        if cases.edge:
+            clock, phase = ctx.clock(), "edge rounds"
+            ctx.harness["edge_prepare_s"] = cases.edge_prepare_s
+            correctness["edge"] = {"run": [], "skipped": [], "failed": []}
+            _edge_rounds(slot, ctx, correctness["edge"], findings)
+            ctx.harness["edge_s"] = ctx.clock() - clock
         phase = "done"
     except _Stop as stop:
         _charge_failed(ctx, phase, clock)
@@ -415,9 +421,53 @@ def _charge_failed(ctx: EvaluationContext, phase: str, clock: float) -> None:
         key = "rounds_s"
     elif phase == "burst":
         key = "burst_s"
+    elif phase.startswith("edge"):
+        key = "edge_s"
     else:
         key = "recheck_s" if "timing_request_s" in ctx.harness else "timing_request_s"
     ctx.harness.setdefault(key, ctx.clock() - clock)
+
+
+def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, list],
+                 findings: list[dict[str, Any]]) -> None:
+    """The edge rounds (:mod:`solbench.engine.edge`), each checked like a correctness round; the first
+    failure raises _Stop, INCORRECT (an exception in run() too: the inputs are legal) with the round
+    named. The first call at each new shape or layout gets the compile timeout (it may recompile),
+    the others the workload's."""
+    problem, tol = ctx.cases.problem, ctx.cases.tolerance
+    compiled: set[tuple] = set()
+    deadline = ctx.clock() + ctx.timeout_s
+    for r in ctx.cases.edge:
+        if r.skipped:
+            report["skipped"].append(r.entry())
+            continue
+        where = f"edge round {r.name!r}"
+        at = f" (at the {r.shape} shape, {', '.join(f'{k}={v}' for k, v in r.axes.items())})"
+        signature = (tuple(r.axes.items()), repr(r.layouts))
+        first = signature not in compiled
+        compiled.add(signature)
+        limit = ctx.compile_timeout_s if first else max(deadline - ctx.clock(), 0.001)
+        expect = [{"shape": list(problem.shape(n, r.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
+        case = Case(0, r.inputs, r.expected)
+        try:
+            with slot.access("edge", long=first):  # a call at a new shape may recompile: long
+                reply = _request(slot, {"op": "call", "inputs": r.sent, "expect": expect, "layouts": r.layouts},
+                                 limit, case.tensor_bytes() + 4096, where,
+                                 _compile_limit(ctx.compile_timeout_s) if first else "the workload's timeout")
+            _add_findings(findings, _findings(reply) + processes_left(slot))
+            with slot.access("check"):  # the comparison may run on the device
+                check = check_outputs(reply.get("outputs"), r.expected, ctx.device_type, r.atol, tol.rtol,
+                                      tol.max_mismatch_ratio)
+                if not check.passed:
+                    raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
+                _check_inputs(ctx, case, reply.get("inputs_after"), where)
+        except _Stop as stop:
+            ev = stop.evaluation
+            status = Status.INCORRECT if ev.status == Status.RUNTIME_ERROR else ev.status
+            reason = ev.reason if (ev.reason or "").startswith(where) else f"{where}: {ev.reason}"
+            report["failed"].append(r.entry(reason + at))
+            raise _Stop(Evaluation(status, reason + at, where)) from None
+        report["run"].append(r.entry())
 
 
 class _Window:

@@ -35,7 +35,8 @@ class HarnessPhases(BaseModel):
     rounds_s: float = Field(0.0, description="the correctness rounds (the first call and its compile included)")
     timing_request_s: float = Field(0.0, description="the timing request: the window the device is held alone")
     recheck_s: float = Field(0.0, description="the checks of the timed outputs")
-    burst_s: float = Field(0.0, description="the parent-clocked burst (the device held alone again) and its checks")
+    burst_s: float = Field(0.0, description="the parent-clocked burst, in the timing's window, and its checks")
+    edge_s: float = Field(0.0, description="the edge rounds (legal inputs at other shapes and layouts), checked")
     device_wait_s: float = Field(0.0, description="waiting for the device gate (a timing window of another record, "
                                                   "or for this record's, untimed work in flight)")
     verdict_s: float = Field(0.0, description="the guards' review, the record built, written and handed to hooks")

@@ -75,6 +75,9 @@ class RunOptions(BaseModel):
                                                  "(default $SOLBENCH_PROBLEM_TIMEOUT_S, else 300)")
     budget_s: float = Field(BUDGET_S, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
+    edge_rounds: bool = Field(True, description="after the timing, the edge rounds from each input's value domain "
+                                                "(large, offset, tiny, zeros, specials, layouts: solbench.engine.edge); "
+                                                "off only to measure what they cost")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
     log_bytes: int = Field(LOG_BYTES, description="most bytes of the candidate's own output (what its worker printed, "
