@@ -149,7 +149,7 @@ def done(what: str, path: Path) -> None:
 # --- run settings as options: every flag, default and help comes from RunOptions ---------------------
 # A field's flag is ``--`` and its name without ``_s``, ``-`` for ``_``; these say otherwise.
 RUN_FLAGS = {"cooldown_max_s": "--cooldown", "all_streams": "--all-streams/--events-only", "guards": " /--no-guards",
-             "worker_reads": "--worker-read"}
+             "edge_rounds": " /--no-edge", "worker_reads": "--worker-read"}
 RUN_HELP = {"guards": "run without the guards, only to measure what they add; never for untrusted code (every "
                       f"record is flagged {GUARDS_OFF_FLAG})",
             "worker_reads": RunOptions.model_fields["worker_reads"].description + " (repeatable)"}
@@ -166,7 +166,7 @@ def _run_option(name: str) -> tuple[Any, Any]:
     flag = RUN_FLAGS.get(name, "--" + name.removesuffix("_s").replace("_", "-"))
     default = None if field.default_factory is not None or typing.get_origin(kind) is list else field.default
     return kind, typer.Option(default, flag, help=RUN_HELP.get(name, field.description),
-                              show_default=name != "guards")
+                              show_default=not flag.startswith(" /"))
 
 
 def run_settings(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -75,6 +75,9 @@ class RunOptions(BaseModel):
                                                  "(default $SOLBENCH_PROBLEM_TIMEOUT_S, else 300)")
     budget_s: float = Field(BUDGET_S, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
+    edge_rounds: bool = Field(True, description="after the timing, the edge rounds from each input's value domain "
+                                                "(large, offset, tiny, zeros, specials, layouts: solbench.engine.edge); "
+                                                "off only to measure what they cost")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
     log_bytes: int = Field(LOG_BYTES, description="most bytes of the candidate's own output (what its worker printed, "
@@ -89,6 +92,9 @@ class RunOptions(BaseModel):
     workers_ahead: int = Field(default_factory=default_workers_ahead,
                                description="workers started (importing torch) while another candidate runs "
                                            "(default: by core count)")
+    in_flight: int = Field(0, description="(problem, candidate) lanes in flight at once: their starts, compiles, "
+                                          "inputs, references and checks overlap; only timing windows are "
+                                          "exclusive (0: half the cores, 1 to 8; 1: one at a time)")
     interleave: int = Field(0, description="run the candidates A, B, A, B, ... this many rounds per workload, "
                                            "a record each, so power history does not pick the winner (0: off)")
     cooldown_max_s: float = Field(COOLDOWN_MAX_S, description="with interleave: most seconds to wait between items for the "
@@ -141,6 +147,8 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
         if self.workers_ahead < 0:
             raise SolbenchError("--workers-ahead must be 0 or more")
+        if self.in_flight < 0:
+            raise SolbenchError("--in-flight must be 0 (by core count) or more")
         for name in _SECONDS:
             if not getattr(self, name) > 0:
                 raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")
