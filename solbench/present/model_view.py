@@ -143,7 +143,9 @@ def pick_gpu(records: pd.DataFrame, names: Iterable[str], gpu: str | None) -> Ha
         raise RollupError(f"records of several GPUs ({', '.join(one_line(g, 40) for g in gpus)}): pick one with --gpu")
     try:
         return load_spec_id(gpus[0])  # a record's text: an id, never a path
-    except SpecError:
+    except SpecError as err:
+        if not str(err).startswith("unknown GPU"):  # not an id at all: that error says so
+            raise
         raise RollupError(f"these records were scored against {one_line(gpus[0], 60)}, not a spec id known here (a "
                           "calibrated spec: `solbench calibrate` and the demo write its file beside the records): "
                           "pass that file with --gpu PATH") from None

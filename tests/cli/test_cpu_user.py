@@ -124,3 +124,17 @@ def test_model_on_calibrated_records_names_the_spec_file(tmp_path):
     assert res.exit_code == 1  # the other ops have no record
     missing = json.loads(res.stdout)["missing"]
     assert missing and all(f"--gpu {spec}" in line for line in missing)  # a command that works as printed
+
+
+def test_the_demo_says_when_timings_are_noisy_and_why():
+    from solbench.cli.engine import noisy_note
+    from solbench.data.record import ResultRecord
+
+    def rec(flags):
+        return ResultRecord(problem="p.op", workload="w", solution="c", status="PASSED", device="cpu",
+                            gpu_spec="cpu_estimate", time_s=1e-4, sol=0.01, flops=1, bytes=1, t_ideal_s=1e-6,
+                            bound="memory", timestamp="2026-12-01T00:00:00+00:00", solbench_version="0", flags=flags)
+
+    assert noisy_note([rec([]), rec([])]) == []
+    (line,) = noisy_note([rec(["noisy_timing", "machine_busy"]), rec(["noisy_timing"]), rec([])])
+    assert line.startswith("2 of 3 timings are noisy") and "busy during 1 of them" in line
