@@ -40,8 +40,8 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from solbench.settings import MIN_FLUSH_BYTES  # noqa: E402
 from solbench.timing import TimingConfig, time_calls  # noqa: E402
-from solbench.timing.config import MIN_FLUSH_BYTES  # noqa: E402
 
 Case = tuple[Callable[[int], Any], int, dict]  # fn(i), n_sets, meta (expected output builder etc.)
 TWO_PROCESS_CASE = "add_256MiB"

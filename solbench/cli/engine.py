@@ -228,12 +228,14 @@ def run(
     rounds: int = _setting("rounds", "--rounds"),
     timing_method: str = _setting("timing_method", "--timing-method"),
     workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
+    in_flight: int = _setting("in_flight", "--in-flight"),
     interleave: int = _setting("interleave", "--interleave"),
     cooldown: float = _setting("cooldown_max_s", "--cooldown"),
     all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
     guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
                             f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
     log_bytes: int = _setting("log_bytes", "--log-bytes"),
+    edge_rounds: bool = _setting("edge_rounds", " /--no-edge", show_default=False),
     gpus: str = _setting("gpus", "--gpus"),
     jobs: int = _setting("jobs", "--jobs"),
     cluster: str = _setting("cluster", "--cluster"),
@@ -247,8 +249,9 @@ def run(
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
     options = api.resolve_options(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
-        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
-        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
+        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, in_flight=in_flight,
+        interleave=interleave, cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes,
+        worker_user=worker_user, edge_rounds=edge_rounds,
         gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
         worker_reads=tuple(worker_read) if worker_read else None,
     )

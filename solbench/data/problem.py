@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from solbench.data import expr as _expr
+from solbench.data.domain import Domain, domain_errors
 from solbench.data.dtypes import DTYPES, ITEMSIZE, PEAK_KEYS
 from solbench.data.yamlio import checked_model, read_yaml_file
 from solbench.errors import ExpressionError, ProblemError, did_you_mean
@@ -56,6 +57,11 @@ class TensorSpec(_Strict):
     inplace_of: str | None = Field(
         default=None,
         description="outputs only: the input this output is written into in place (e.g. a KV cache)",
+    )
+    domain: Domain | None = Field(
+        default=None,
+        description="inputs only: the values and layouts real models give it, which the edge rounds test "
+                    "(solbench.data.domain; defaults per dtype when left out)",
     )
 
     @field_validator("dtype")
@@ -415,6 +421,9 @@ def _check_tensor(p: Problem, section: str, tn: str, t: TensorSpec) -> list[str]
     errs = []
     if not _IDENT_RE.match(tn):
         errs.append(f"{section}.{tn}: names must be Python identifiers (they are run()'s arguments)")
+    if t.domain is not None:
+        errs += ([f"outputs.{tn}.domain: only inputs have a value domain"] if section == "outputs" else
+                 domain_errors(f"inputs.{tn}.domain", t.domain, t.dtype, None if t.shape is None else len(t.shape)))
     if t.shape is None:
         return errs + _check_scalar(section, tn, t)
     if t.value is not None:

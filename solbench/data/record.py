@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from solbench.data.profile import Profile
 
@@ -24,6 +24,30 @@ class Status(str, Enum):
     COMPILE_ERROR = "COMPILE_ERROR"
     TIMEOUT = "TIMEOUT"
     REWARD_HACK = "REWARD_HACK"
+
+
+class EdgeRoundEntry(BaseModel):
+    """One edge round of a record (solbench.engine.edge)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(description="e.g. 'large 1e+04', 'offset 3000', 'tiny 1e-15', 'zeros', 'specials -inf', "
+                                  "'permuted', 'strided', 'broadcast'")
+    shape: str = Field(description="'small' (the workload shrunk by the problem's test_axes) or the workload's name")
+    axes: dict[str, int] = Field(default_factory=dict)
+    reason: str | None = Field(default=None, description="skipped: why the reference's own output does not count; "
+                                                         "failed: what was wrong")
+
+
+class EdgeReport(BaseModel):
+    """``correctness.edge``: the edge rounds run and passed, skipped (and why), and failed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run: list[EdgeRoundEntry] = Field(default_factory=list, description="rounds that passed")
+    skipped: list[EdgeRoundEntry] = Field(default_factory=list)
+    failed: list[EdgeRoundEntry] = Field(default_factory=list, description="at most one: the first failure ends "
+                                                                           "the evaluation")
 
 
 class Baseline(BaseModel):
@@ -84,12 +108,21 @@ class ResultRecord(BaseModel):
     flags: list[str] = Field(default_factory=list, description="e.g. 'power_throttled', 'cupti_mismatch'")
     tags: list[str] = Field(default_factory=list)
     timing: dict[str, Any] = Field(default_factory=dict)
-    correctness: dict[str, Any] = Field(default_factory=dict)
+    correctness: dict[str, Any] = Field(default_factory=dict, description="the rounds' comparisons, the timed "
+                                        "outputs' re-check, and `edge` (an EdgeReport: the edge rounds)")
     telemetry: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
     log: str = ""
     profile: Profile | None = Field(default=None, description="Nsight Compute counters of one call, per kernel "
                                                               "and summed (`solbench profile`; docs/profiling.md)")
+
+    @field_validator("correctness")
+    @classmethod
+    def _typed_edge(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """``correctness.edge`` (when there) is an :class:`EdgeReport`."""
+        if "edge" in v:
+            v = {**v, "edge": EdgeReport.model_validate(v["edge"]).model_dump()}
+        return v
 
     @model_validator(mode="after")
     def _null_unless_passed(self) -> ResultRecord:

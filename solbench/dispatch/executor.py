@@ -20,9 +20,8 @@ from typing import IO, Any
 
 from solbench.dispatch.session import ExecutorSession
 from solbench.errors import SolbenchError
+from solbench.settings import PARENT_POLL_S
 from solbench.worker.cleanup import stop_on_signals
-
-PARENT_POLL_S = 1.0
 
 
 def _watch_parent(parent: int) -> None:

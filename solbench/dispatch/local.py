@@ -11,9 +11,8 @@ from typing import IO, Any
 
 from solbench.dispatch.items import WorkItem
 from solbench.errors import SolbenchError
+from solbench.settings import EXECUTOR_EXIT_WAIT_S
 from solbench.worker.client import describe_exit
-
-EXIT_WAIT_S = 10.0
 
 
 class ExecutorLost(Exception):
@@ -74,11 +73,11 @@ class LocalExecutor:
         except OSError:
             pass
         try:
-            self.proc.wait(EXIT_WAIT_S)
+            self.proc.wait(EXECUTOR_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.terminate()  # SIGTERM: it kills its workers on the way out
             try:
-                self.proc.wait(EXIT_WAIT_S)
+                self.proc.wait(EXECUTOR_EXIT_WAIT_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -104,7 +103,7 @@ class LocalExecutor:
     def _exit_reason(self) -> str:
         assert self.proc is not None
         try:
-            code = self.proc.wait(EXIT_WAIT_S)
+            code = self.proc.wait(EXECUTOR_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             code = None
         return f"executor {self.label} (pid {self.proc.pid}) {describe_exit(code)}"

@@ -20,9 +20,8 @@ from solbench.dispatch.local import ExecutorLost, ExecutorStartError
 from solbench.dispatch.session import ExecutorSession
 from solbench.engine.options import RunOptions
 from solbench.errors import SolbenchError
+from solbench.settings import ACTOR_START_TIMEOUT_S, ACTOR_STOP_TIMEOUT_S
 
-START_TIMEOUT_S = 600.0  # an actor waits for a free GPU and imports torch
-STOP_TIMEOUT_S = 30.0
 _started_here = False
 _actor_class: Any = None
 
@@ -104,7 +103,7 @@ class RayExecutor:
         ray = _ray()
         self.actor = actor_class().options(**self.resources).remote(start)
         try:
-            return ray.get(self.actor.hello.remote(), timeout=START_TIMEOUT_S)
+            return ray.get(self.actor.hello.remote(), timeout=ACTOR_START_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - ray's errors, GetTimeoutError: no actor here
             raise ExecutorStartError(f"actor {self.label}: {_one_line(err)}") from None
 
@@ -122,8 +121,8 @@ class RayExecutor:
             return
         ray, actor, self.actor = _ray(), self.actor, None
         try:  # a clean exit runs the session's clean-up (its workers); a kill if that hangs
-            ray.get(actor.close.remote(), timeout=STOP_TIMEOUT_S)
-            ray.get(actor.__ray_terminate__.remote(), timeout=STOP_TIMEOUT_S)
+            ray.get(actor.close.remote(), timeout=ACTOR_STOP_TIMEOUT_S)
+            ray.get(actor.__ray_terminate__.remote(), timeout=ACTOR_STOP_TIMEOUT_S)
         except Exception:  # noqa: BLE001, S110 - already gone
             pass
         ray.kill(actor, no_restart=True)

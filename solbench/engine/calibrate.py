@@ -38,6 +38,7 @@ from solbench._version import __version__
 from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, spec_from_dict
 from solbench.engine.environment import driver_version, package_versions
 from solbench.errors import SolbenchError, SpecError
+from solbench.settings import CALIBRATE_COOLDOWN_S, CALIBRATE_QUICK_COOLDOWN_S
 
 DEFAULT_OUT_DIR = Path("results") / "calibration"
 MIN_PEAK = 1e9  # a GPU GEMM below this is a failed measurement, not a roof
@@ -158,7 +159,7 @@ def measure_cuda(quick: bool = False, sustained_s: float | None = None, log: Cal
             torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
             try:
                 fn = make()
-                cooldown(1.0 if quick else 5.0)
+                cooldown(CALIBRATE_QUICK_COOLDOWN_S if quick else CALIBRATE_COOLDOWN_S)
                 gemm[dtype] = _burst_and_sustained(fn, 2.0 * n ** 3, sustained_s)
                 log(f"  {dtype:14s} burst {gemm[dtype]['burst'] / 1e12:8.1f} T/s   "
                     f"sustained {gemm[dtype]['sustained'] / 1e12:8.1f} T/s")

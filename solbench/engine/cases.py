@@ -10,6 +10,7 @@ the parent can tell whether the candidate changed its copies.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,8 @@ class WorkloadCases:
     generator: Callable[..., dict] | None = None
     device: str = "cpu"
     verify_seed: int = 0
+    edge: list[Any] = field(default_factory=list)  # solbench.engine.edge.EdgeRound, run after the timing
+    edge_prepare_s: float = 0.0  # the parent's time making them (their references; cached across candidates)
 
 
 def _clone(v: Any) -> Any:
@@ -79,16 +82,21 @@ def _call_reference(ref_fn: Callable[..., Any], axes: dict[str, int], inputs: di
 def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
                       inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the reference on pristine copies; check its outputs against the declaration."""
-    import torch
-
-    from solbench.data.dtypes import torch_dtype
-
     try:
         result = _call_reference(ref_fn, axes, inputs)
     except ProblemError:
         raise
     except Exception as err:  # the problem's own code: a problem error, not a candidate's
         raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
+    return checked_outputs(problem, axes, result)
+
+
+def checked_outputs(problem: Problem, axes: dict[str, int], result: Any) -> dict[str, Any]:
+    """The reference's result as its outputs by name, each checked against its declaration."""
+    import torch
+
+    from solbench.data.dtypes import torch_dtype
+
     if isinstance(result, torch.Tensor):
         result = (result,)
     names = list(problem.outputs)
@@ -109,7 +117,12 @@ def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[.
 
 def make_case(problem: Problem, axes: dict[str, int], seed: int, device: str, ref_fn: Callable[..., Any],
               gen_fn: Callable[..., dict] | None, scalars: dict[str, Any] | None = None) -> Case:
-    """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs)."""
+    """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs).
+    A hosted reference gets both from the problem's host in one request (its inputs are made there
+    from the same seeds, as here)."""
+    if isinstance(ref_fn, HostedReference):
+        inputs, result = ref_fn.case(axes, seed, device, scalars or {})
+        return Case(seed, inputs, checked_outputs(problem, axes, tuple(result)))
     inputs = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
     return Case(seed, inputs, reference_outputs(problem, axes, ref_fn, inputs))
 
@@ -148,8 +161,9 @@ def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory
 
 def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, device: str, rounds: int,
                   ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None,
-                  l2_bytes: int | None = None, axes: dict[str, int] | None = None) -> WorkloadCases:
-    """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs."""
+                  l2_bytes: int | None = None, axes: dict[str, int] | None = None, edge: bool = False) -> WorkloadCases:
+    """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs;
+    ``edge``: its edge rounds too (:mod:`solbench.engine.edge`)."""
     axes = axes if axes is not None else problem.resolve_axes(workload)
     check_fits(problem, workload, axes, rounds, device)
     scalars = problem.scalars_for(workload)
@@ -165,6 +179,14 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
         for i in range(n_sets):
             seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
             cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
+        if edge:
+            from solbench.engine.edge import prepare_edge
+
+            clock = time.monotonic()
+            cases.edge = prepare_edge(problem, workload, axes, base_seed=base_seed, device=device,
+                                      reference=lambda a, inputs: reference_outputs(problem, a, ref_fn, inputs),
+                                      gen_fn=gen_fn, tolerance=cases.tolerance, derive=derive_seed)
+            cases.edge_prepare_s = time.monotonic() - clock
     except (MemoryError, RuntimeError) as err:
         if not _out_of_memory(err):
             raise

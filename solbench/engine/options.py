@@ -9,13 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from solbench.errors import SolbenchError
+from solbench.settings import BUDGET_S, CALL_TIMEOUT_S, COMPILE_TIMEOUT_S, COOLDOWN_MAX_S, LOG_BYTES, PROBLEM_TIMEOUT_S
 from solbench.timing.config import TimingConfig
 
 MIN_ROUNDS = 3
 # The flag a record of a run without the guards carries (``RunOptions.guards`` off).
 GUARDS_OFF_FLAG = "guards-off"
 _SECONDS = ("timeout_s", "compile_timeout_s", "budget_s", "problem_timeout_s")
-PROBLEM_TIMEOUT_S = 300.0
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10}(:\d{1,10})?", re.IGNORECASE)
 
 
@@ -35,7 +35,7 @@ def default_worker_user() -> str:
 
 
 def default_problem_timeout() -> float:
-    """Seconds one call of a problem's own code may take: $SOLBENCH_PROBLEM_TIMEOUT_S, else 300."""
+    """Seconds one call of a problem's own code may take: $SOLBENCH_PROBLEM_TIMEOUT_S, else PROBLEM_TIMEOUT_S (settings)."""
     text = os.environ.get("SOLBENCH_PROBLEM_TIMEOUT_S", "")
     try:
         value = float(text) if text else PROBLEM_TIMEOUT_S
@@ -63,9 +63,9 @@ class RunOptions(BaseModel):
                         description="cuda, cuda:N or cpu (default: cuda when torch sees a GPU, else cpu)")
     gpu: str | None = Field(None, description="spec id or spec file to score against (default: detected on CUDA, "
                                               "a built-in upper-bound estimate on the CPU)")
-    timeout_s: float = Field(120.0, description="seconds per workload and candidate, after the first call of a "
+    timeout_s: float = Field(CALL_TIMEOUT_S, description="seconds per workload and candidate, after the first call of a "
                                                 "fresh worker, before the worker is killed")
-    compile_timeout_s: float = Field(600.0, description="seconds for a worker's start, the candidate's import "
+    compile_timeout_s: float = Field(COMPILE_TIMEOUT_S, description="seconds for a worker's start, the candidate's import "
                                                         "and its first call (once: after a first call that ran "
                                                         "out of it, the candidate's next workers get timeout_s)")
     problem_timeout_s: float = Field(default_factory=default_problem_timeout,
@@ -73,11 +73,14 @@ class RunOptions(BaseModel):
                                                  "reference, cost hook) may take in its sandboxed host before the "
                                                  "host is stopped and the run ends with one line "
                                                  "(default $SOLBENCH_PROBLEM_TIMEOUT_S, else 300)")
-    budget_s: float = Field(1.0, description="timing budget per workload, seconds")
+    budget_s: float = Field(BUDGET_S, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
+    edge_rounds: bool = Field(True, description="after the timing, the edge rounds from each input's value domain "
+                                                "(large, offset, tiny, zeros, specials, layouts: solbench.engine.edge); "
+                                                "off only to measure what they cost")
     seed: int | None = Field(None, description="base seed of the inputs (default: random, kept secret; never give "
                                                "one for untrusted code)")
-    log_bytes: int = Field(8192, description="most bytes of the candidate's own output (what its worker printed, "
+    log_bytes: int = Field(LOG_BYTES, description="most bytes of the candidate's own output (what its worker printed, "
                                              "control characters removed) kept in a record's log; 0 leaves it out")
     worker_user: str = Field(default_factory=default_worker_user,
                              description="when solbench runs as root, the user the workers and the problem "
@@ -89,9 +92,12 @@ class RunOptions(BaseModel):
     workers_ahead: int = Field(default_factory=default_workers_ahead,
                                description="workers started (importing torch) while another candidate runs "
                                            "(default: by core count)")
+    in_flight: int = Field(0, description="(problem, candidate) lanes in flight at once: their starts, compiles, "
+                                          "inputs, references and checks overlap; only timing windows are "
+                                          "exclusive (0: half the cores, 1 to 8; 1: one at a time)")
     interleave: int = Field(0, description="run the candidates A, B, A, B, ... this many rounds per workload, "
                                            "a record each, so power history does not pick the winner (0: off)")
-    cooldown_max_s: float = Field(10.0, description="with interleave: most seconds to wait between items for the "
+    cooldown_max_s: float = Field(COOLDOWN_MAX_S, description="with interleave: most seconds to wait between items for the "
                                                     "GPU's power and clocks to recover")
     all_streams: bool = Field(True, description="CUDA: a call's time is every stream's work, from CUPTI activity "
                                                 "records (events on the timed stream become the cross-check); off: "
@@ -141,6 +147,8 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
         if self.workers_ahead < 0:
             raise SolbenchError("--workers-ahead must be 0 or more")
+        if self.in_flight < 0:
+            raise SolbenchError("--in-flight must be 0 (by core count) or more")
         for name in _SECONDS:
             if not getattr(self, name) > 0:
                 raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")

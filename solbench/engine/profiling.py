@@ -42,6 +42,7 @@ from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
 from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
+from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import WorkerFailure, WorkerStartError
 
@@ -71,8 +72,6 @@ PROFILED_DEVICES = ("cuda",)
 BASE_OPTIONS = ("--target-processes", "all", "--profile-from-start", "off", "--clock-control", "none",
                 "--cache-control", "all", "--replay-mode", "kernel")
 NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
-REPORT_WAIT_S = 120.0  # ncu writes its report after the worker exits: replays are done by then
-EXPORT_TIMEOUT_S = 120.0
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -117,14 +116,14 @@ class ProfileSettings:
 def ncu_version(ncu: str) -> str | None:
     """The version line ncu prints (``Version 2025.3.1.0 ...``), or None."""
     try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=NCU_VERSION_TIMEOUT_S).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     return lines[-1] if lines else None
 
 
-def export_raw(ncu: str, report: Path, timeout_s: float = EXPORT_TIMEOUT_S) -> str:
+def export_raw(ncu: str, report: Path, timeout_s: float = NCU_EXPORT_TIMEOUT_S) -> str:
     """The report's raw page as CSV, every value in base units."""
     try:
         done = subprocess.run([ncu, "--import", str(report), "--page", "raw", "--csv", "--print-units", "base"],
@@ -183,7 +182,7 @@ class _Pass:
         header["expect"] = [{"shape": list(problem.shape(n, axes) or ()), "dtype": s.dtype}
                             for n, s in problem.outputs.items()]
         assert self.slot.client is not None
-        limit = self.compile_timeout_s if phase != "the profiled call" else self.timeout_s + REPORT_WAIT_S
+        limit = self.compile_timeout_s if phase != "the profiled call" else self.timeout_s + NCU_REPORT_WAIT_S
         try:
             reply = self.slot.client.request(header, limit, message_bytes([case]) if case else 4096)
         except WorkerFailure as err:
@@ -224,7 +223,7 @@ def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSet
         pid = slot.client.worker_pid if slot.client else None
         step = time.monotonic()
         if slot.client is not None:
-            slot.client.finish(REPORT_WAIT_S)
+            slot.client.finish(NCU_REPORT_WAIT_S)
         if not report.is_file():
             raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
         run.phases["report_s"], step = time.monotonic() - step, time.monotonic()

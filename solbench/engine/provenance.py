@@ -18,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-GIT_TIMEOUT_S = 10.0
+from solbench.settings import GIT_TIMEOUT_S
+
 # Configuration keys with which git would run a program while it compares the work tree.
 # Read with --show-scope: our own overrides (scope "command", e.g. core.fsmonitor=false) do not count.
 _RUNS_PROGRAMS = re.compile(r"^(?!command\t)\w+\t(filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|"

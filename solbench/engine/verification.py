@@ -218,14 +218,21 @@ def already_checked(done: list[tuple[Case, Any]], case: Case, outputs: Any) -> b
     return any(c is case and _same(o, outputs) for c, o in done)
 
 
+def sample_count(reply: dict[str, Any]) -> int:
+    """How many timed samples a timing reply says ran (MalformedReply if that is not a count)."""
+    samples = reply.get("samples")
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+        raise MalformedReply(f"samples is {samples!r}, not a count")
+    return samples
+
+
 def timed_checks(cases: WorkloadCases, plan: TimedPlan, reply: dict[str, Any]) -> list[tuple[str, Case, dict]]:
     """Every check of a timing reply: (where, expected case, ``{"outputs"?, "inputs_after"?}``), by set."""
     n = len(cases.sets)
     last, after, samples = reply.get("last_outputs"), reply.get("sets_after"), reply.get("samples")
     if not isinstance(last, list) or not isinstance(after, list) or len(last) != n or len(after) != n:
         raise MalformedReply("last_outputs and sets_after must have one entry per set")
-    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
-        raise MalformedReply(f"samples is {samples!r}, not a count")
+    samples = sample_count(reply)
     kept = _kept(plan, n, samples, reply.get("kept"))
     k = plan.refresh_set
     checks: list[tuple[int, int, bool, dict]] = []  # (set, sample, the set's last?, what to check)

@@ -20,6 +20,7 @@ import torch
 
 from solbench.guards.findings import INCORRECT, REWARD_HACK, Finding
 from solbench.guards.objects import named_values
+from solbench.settings import OUTPUT_SETTLE_S
 
 _CHUNK_WORDS = 1 << 24  # bounds the temporary int64 buffers of the device checksum (128 MiB)
 _SAMPLES = 64
@@ -111,7 +112,7 @@ def synchronize_all(device: Any = None) -> None:
             torch.cuda.synchronize(device)
 
 
-def check_output_stability(outputs: Any, device: Any = None, settle_s: float = 0.002,
+def check_output_stability(outputs: Any, device: Any = None, settle_s: float = OUTPUT_SETTLE_S,
                            names: Sequence[str] | None = None) -> list[Finding]:
     """REWARD_HACK for each output that changes after ``run`` returned.
 

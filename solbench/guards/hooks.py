@@ -39,8 +39,7 @@ from solbench.guards.memo import memoization_plan
 from solbench.guards.objects import check_output_objects, named_values
 from solbench.guards.sandbox import become_subreaper, restrict_worker
 from solbench.guards.seccomp import deny_permission_changes
-
-SETTLE_S = 0.002  # how long outputs must stay unchanged after a call
+from solbench.settings import OUTPUT_SETTLE_S
 
 
 class _WorkerState:
@@ -136,7 +135,7 @@ def _call_findings(state: _WorkerState, context: dict[str, Any]) -> list[Finding
     device = _device_of(args)
     found = check_output_objects(result, args)
     if not any(f.status == REWARD_HACK for f in found):  # never fingerprint a candidate's own object
-        found += check_output_stability(result, device, SETTLE_S)
+        found += check_output_stability(result, device, OUTPUT_SETTLE_S)
     found += _concurrency(state, "call")
     if device == "cuda":
         l2 = check_persisting_l2()

@@ -35,8 +35,9 @@ WATCHED_ATTRIBUTES = (
     "gc.get_objects", "gc.collect",
 )
 # Packages whose every module is watched (its globals, and its classes' methods): the code that
-# runs in the worker beside the candidate. By prefix, so a new module is covered without a list.
-WATCHED_PACKAGES = ("solbench.worker", "solbench.timing", "solbench.guards")
+# runs in the worker beside the candidate, and the settings it reads. By prefix, so a new module is
+# covered without a list.
+WATCHED_PACKAGES = ("solbench.worker", "solbench.timing", "solbench.guards", "solbench.settings")
 
 
 def _in_watched(name: str, packages: Sequence[str] = WATCHED_PACKAGES) -> bool:

@@ -30,6 +30,7 @@ from solbench.errors import SolbenchError
 from solbench.present.markup import one_line
 from solbench.serve import pages
 from solbench.serve.store import FINAL_STATES, QuotaError, Store, Token
+from solbench.settings import SSE_POLL_S
 
 API_VERSION = "v1"
 CANDIDATE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.(py|cu)$")
@@ -38,7 +39,6 @@ WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=,-]{0,127}$")
 UPLOAD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.(py|yaml|yml|json|txt|md|cu|cuh|h)$")
 MAX_UPLOAD_FILES = 16
 MAX_ID = 2**31 - 1
-SSE_POLL_S = 0.5
 
 
 @dataclass

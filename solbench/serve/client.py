@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
+from solbench.settings import SUBMIT_POLL_S, SUBMIT_TIMEOUT_S
 
 SERVER_ENV, TOKEN_ENV = "SOLBENCH_SERVER", "SOLBENCH_TOKEN"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -24,7 +25,7 @@ FINAL = ("done", "failed", "error")
 
 
 class Client:
-    def __init__(self, server: str | None = None, token: str | None = None, timeout_s: float = 60.0):
+    def __init__(self, server: str | None = None, token: str | None = None, timeout_s: float = SUBMIT_TIMEOUT_S):
         self.server = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
         self.token = token or os.environ.get(TOKEN_ENV)
         self.timeout_s = timeout_s
@@ -64,7 +65,7 @@ class Client:
             body["problems"] = [problem]
         return self.request("POST", "/v1/submissions", body)
 
-    def wait(self, sub_id: int, on_record: Callable[[dict[str, Any]], None], poll_s: float = 1.0) -> dict[str, Any]:
+    def wait(self, sub_id: int, on_record: Callable[[dict[str, Any]], None], poll_s: float = SUBMIT_POLL_S) -> dict[str, Any]:
         """Poll until the submission is final; each new record goes to ``on_record`` as it arrives."""
         after, records = 0, []
         while True:

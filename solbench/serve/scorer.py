@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from solbench.serve.store import Store
+from solbench.settings import SERVE_LEASE_S, SERVE_POLL_S, SERVE_STOP_WAIT_S
 
-POLL_S = 0.25
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding this solbench package
 
 
@@ -36,7 +36,7 @@ class ScorerSettings:
     state_dir: Path
     """Where jobs keep their files (candidates, uploaded problems, records, logs)."""
     problems_dir: str | None = None
-    lease_s: float = 30.0
+    lease_s: float = SERVE_LEASE_S
     batch: int = 8
     slots: int = 1
 
@@ -69,7 +69,7 @@ class Scorer:
         for t in self.threads:
             t.start()
 
-    def stop(self, wait_s: float = 20.0) -> None:
+    def stop(self, wait_s: float = SERVE_STOP_WAIT_S) -> None:
         """Stop the jobs (their engines stop their workers) and put what they had not finished back."""
         self.stopping.set()
         with self.lock:
@@ -102,9 +102,14 @@ class Scorer:
                 print(f"solbench serve: claim failed: {type(err).__name__}: {err}", file=sys.stderr)
                 rows = []
             if not rows:
-                self.stopping.wait(POLL_S * 2)
+                self.stopping.wait(SERVE_POLL_S * 2)
                 continue
-            self._run(tag, rows)
+            try:
+                self._run(tag, rows)
+            except Exception as err:  # the slot goes on; what the batch left is an error, not lost
+                why = f"{type(err).__name__}: {err}"
+                print(f"solbench serve: a batch failed: {why}", file=sys.stderr)
+                self._give_up(rows, why)
 
     # --- one batch ----------------------------------------------------------------------------
     def _run(self, tag: str, rows: list[dict[str, Any]]) -> None:
@@ -115,15 +120,27 @@ class Scorer:
         try:
             items = [self._prepare(row, folder / f"s{row['id']}") for row in rows]
             batch.proc = self._start_job(folder, items)
+            if self.stopping.is_set():  # stop() came between the claim and the start
+                _signal_group(batch.proc, signal.SIGTERM)
             while batch.proc.poll() is None:
                 self._read_events(batch)
-                time.sleep(POLL_S)
+                time.sleep(SERVE_POLL_S)
             self._read_events(batch)
             self._close(batch, batch.proc.returncode)
         finally:
+            if batch.proc is not None and batch.proc.poll() is None:  # this thread failed: no job left behind
+                _signal_group(batch.proc, signal.SIGTERM)
+                batch.proc.wait()
             with self.lock:
                 self.batches.pop(tag, None)
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _give_up(self, rows: list[dict[str, Any]], why: str) -> None:
+        for row in rows:
+            try:
+                self.store.finish(row["id"], "error", f"the server could not run it ({why[:200]})")
+            except Exception:  # the database is gone too: the lease puts it back later
+                pass
 
     def _prepare(self, row: dict[str, Any], folder: Path) -> dict[str, Any]:
         """The submission's files in its own folder, and its part of the job file."""

@@ -14,6 +14,7 @@ from solbench.errors import SolbenchError
 from solbench.serve.app import Limits, create_app, library_by_name
 from solbench.serve.scorer import Scorer, ScorerSettings
 from solbench.serve.store import Store
+from solbench.settings import SERVE_LEASE_S, SERVE_SHUTDOWN_GRACE_S
 
 DEFAULT_DB = "sqlite:///solbench-serve/serve.db"
 DEFAULT_PORT = 8000
@@ -28,7 +29,7 @@ class ServeConfig:
     """RunOptions fields every job runs with (device, gpu, gpus, cluster, budget_s, ...)."""
     limits: Limits = field(default_factory=Limits)
     state_dir: Path | None = None
-    lease_s: float = 30.0
+    lease_s: float = SERVE_LEASE_S
     batch: int = 8
     slots: int = 1
 
@@ -91,7 +92,8 @@ def serve(config: ServeConfig, log: Any = None) -> None:
                                           config.batch, config.slots))
     app = create_app(store, config.limits, scorer)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False, server_header=False))
+                                           access_log=False, server_header=False,
+                                           timeout_graceful_shutdown=SERVE_SHUTDOWN_GRACE_S))
     (log or _stderr)(f"solbench serve: http://{config.host}:{config.port}/ (database {redacted(config.db)}, "
                      f"{len(app.state.service.library)} library problems, jobs in {state_dir})")
     try:

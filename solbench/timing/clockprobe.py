@@ -16,6 +16,8 @@ import statistics
 import time
 from typing import Any
 
+from solbench.settings import COOLDOWN_MAX_S, COOLDOWN_POLL_S
+
 LOW_CLOCK_FRACTION = 0.75  # nvbench's default throttle threshold
 
 _CUDA_SRC = r"""
@@ -278,8 +280,8 @@ def nvml_state(device_index: int = 0) -> dict | None:
         return None
 
 
-def cooldown(max_wait_s: float = 5.0, device_index: int = 0, power_fraction: float = 0.5,
-             poll_s: float = 0.05) -> dict:
+def cooldown(max_wait_s: float = COOLDOWN_MAX_S, device_index: int = 0, power_fraction: float = 0.5,
+             poll_s: float = COOLDOWN_POLL_S) -> dict:
     """Wait until the GPU has recovered from power/thermal throttling, at most `max_wait_s`.
 
     Recovered = no power/thermal throttle reason set and power draw below `power_fraction` of the

@@ -8,6 +8,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from solbench.errors import SolbenchError
+from solbench.settings import (
+    BUDGET_S,
+    FLUSH_L2_FACTOR,
+    GRAPH_THRESHOLD_S,
+    MAX_SAMPLES,
+    MIN_SAMPLES,
+    TARGET_REL_CI,
+    WARMUP_MIN_S,
+    WARMUP_S,
+    WARMUP_STABLE_REL,
+)
 from solbench.timing.stats import summarize
 
 # Captured at import: the worker imports solbench.timing before any candidate code, so a later
@@ -17,7 +28,6 @@ _monotonic = time.monotonic
 
 METHODS = ("auto", "events", "graph", "cpu")
 DEVICES = ("cpu", "cuda")
-MIN_FLUSH_BYTES = 256 * 2**20  # the L2 flush when the L2's size is unknown (and the CUPTI cross-check's)
 
 
 class TimingError(SolbenchError):
@@ -32,19 +42,19 @@ class TimingConfig:
     then until the calls settle (``warmup_stable_rel``), at most ``warmup_s``. docs/timing.md."""
 
     device: str = "cpu"  # "cpu" | "cuda"
-    budget_s: float = 1.0  # per-workload timing budget (samples stop when it runs out)
-    min_samples: int = 10  # floor of the sample count
-    max_samples: int = 200  # ceiling of the sample count (a median not known to 1% by then: its CI is recorded)
-    target_rel_ci: float = 0.01  # stop when the 95% CI of the median is within +-1%
-    warmup_s: float = 0.05  # ceiling of the warm-up, seconds (warm-up by time)
-    warmup_min_s: float = 0.005  # floor of the warm-up, seconds
-    warmup_stable_rel: float = 0.02  # warm-up is over when the last 5 calls' median is this close to the 5 before
+    budget_s: float = BUDGET_S  # per-workload timing budget (samples stop when it runs out)
+    min_samples: int = MIN_SAMPLES  # floor of the sample count
+    max_samples: int = MAX_SAMPLES  # ceiling of the sample count (a median not known to 1% by then: its CI is recorded)
+    target_rel_ci: float = TARGET_REL_CI  # stop when the 95% CI of the median is within +-1%
+    warmup_s: float = WARMUP_S  # ceiling of the warm-up, seconds (warm-up by time)
+    warmup_min_s: float = WARMUP_MIN_S  # floor of the warm-up, seconds
+    warmup_stable_rel: float = WARMUP_STABLE_REL  # warm-up is over when the last 5 calls' median is this close to the 5 before
     method: str = "auto"  # "auto" | "events" | "graph" | "cpu"
     l2_bytes: int | None = None  # CUDA: flush = flush_l2_factor x l2_bytes (the device's L2 when None)
-    flush_l2_factor: float = 2.0  # the flush writes this many times the L2's size
+    flush_l2_factor: float = FLUSH_L2_FACTOR  # the flush writes this many times the L2's size
     cupti: bool = True  # CUDA: time every stream from CUPTI activity records (events become the cross-check)
     # Beyond the engine's contract: knobs with safe defaults.
-    graph_threshold_s: float = 20e-6  # auto picks graph below this first-estimate call time
+    graph_threshold_s: float = GRAPH_THRESHOLD_S  # auto picks graph below this first-estimate call time
     clock_probe: bool = True  # in-stream %globaltimer/clock64 probe around sample chunks (CUDA)
     reset_persisting_l2: bool = True  # cudaCtxResetPersistingL2Cache before each sample (CUDA)
     # Subtract the measured device time of an empty event pair (same flush and spin) from every

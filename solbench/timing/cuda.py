@@ -41,8 +41,8 @@ from typing import Any
 
 import torch
 
+from solbench.settings import MIN_FLUSH_BYTES
 from solbench.timing.config import (
-    MIN_FLUSH_BYTES,
     TimingConfig,
     TimingError,
     TimingResult,

@@ -250,7 +250,7 @@ def measure(fn: Callable[[int], Any], n_sets: int, n_calls: int = 10,
     import torch
 
     if flush is None:
-        from solbench.timing.config import MIN_FLUSH_BYTES
+        from solbench.settings import MIN_FLUSH_BYTES
 
         buf = torch.empty(MIN_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 

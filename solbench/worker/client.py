@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import SolbenchError
+from solbench.settings import WORKER_ACCEPT_POLL_S, WORKER_EXIT_GRACE_S
 from solbench.worker import jitcache
 from solbench.worker.cleanup import (
     PREFIX,
@@ -41,10 +42,6 @@ from solbench.worker.cleanup import (
     write_owner,
 )
 from solbench.worker.wire import ProtocolError, WireClosed, WireError, WireTimeout, recv_message, send_message
-
-_EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own
-START_TIMEOUT_S = 300.0  # worker start-up (imports torch): the harness's cost, not the candidate's
-ACCEPT_POLL_S = 0.2  # how often a wait for a worker under a launcher checks the launcher is alive
 
 
 class WorkerFailure(Exception):
@@ -270,7 +267,7 @@ class WorkerClient:
         assert self.listener is not None
         try:
             while True:
-                self.listener.settimeout(min(max(deadline - time.monotonic(), 0.001), ACCEPT_POLL_S))
+                self.listener.settimeout(min(max(deadline - time.monotonic(), 0.001), WORKER_ACCEPT_POLL_S))
                 try:
                     conn, _ = self.listener.accept()
                     break
@@ -361,7 +358,7 @@ class WorkerClient:
             self._stop()
             raise WorkerFailure("timeout", f"no answer within {timeout_s:.3g} s") from None
         except WireClosed:
-            exited = self._wait_exit(_EXIT_GRACE_S)
+            exited = self._wait_exit(WORKER_EXIT_GRACE_S)
             code = self._stop()
             if exited:
                 raise WorkerFailure("died", f"the worker {describe_exit(code)}") from None
@@ -377,7 +374,7 @@ class WorkerClient:
             kill_tree(self.proc.pid, include_root=False)
             try:
                 send_message(self.sock, {"op": "exit"}, time.monotonic() + 1.0)
-                self._wait_exit(_EXIT_GRACE_S)
+                self._wait_exit(WORKER_EXIT_GRACE_S)
             except WireError:
                 pass
         self._stop()

@@ -20,8 +20,9 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
     Calls the candidate's ``setup(*inputs)`` once, untimed, on device copies of a setup case (inputs
     from a seed of their own, never used again): planning, workspaces, autotuning. -> ``{"ok": true,
     "findings": [...]}``; the return value is discarded (docs/engine.md, "Setup outside the timed call").
-``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...]}``
-    Runs ``run(*inputs)`` once on fresh device copies of the inputs.
+``{"op": "call", "inputs": [value...], "expect": [{"shape", "dtype"}...], "layouts": [layout or null...]}``
+    Runs ``run(*inputs)`` once on fresh device copies of the inputs; ``layouts`` (optional, edge rounds)
+    views some of them non-contiguously (:func:`solbench.data.domain.apply_layout`).
     -> ``{"ok": true, "outputs": [output...], "inputs_after": [value...], "findings": [...]}``
     where an input bitwise equal to its copy taken before the call is ``{"kind": "unchanged"}``.
 ``{"op": "time", "sets": [[value...]...], "expect": [...], "config": {TimingConfig fields}, "verify": {...}}``
@@ -204,6 +205,15 @@ class Worker:
         return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) and self._shared(v) is None else v
                 for v in values]
 
+    def _laid_out(self, values: list[Any], layouts: list[Any]) -> list[Any]:
+        """Each input viewed in its layout; a view of a device-route tensor is of a copy (the pool is the parent's)."""
+        import torch
+
+        from solbench.data.domain import apply_layout
+
+        return [apply_layout(torch.Tensor.clone(v) if self._shared(v) is not None else v, lay) if lay else v
+                for v, lay in zip(values, layouts, strict=True)]
+
     def _pristine(self, values: list[Any]) -> list[Any]:
         """Device copies of the tensor inputs, taken before the call, to compare with after it (none
         on the device route: the parent compares the shared memory with its own pristine copies)."""
@@ -324,8 +334,11 @@ class Worker:
         return drive(plans[op](msg), self.run)
 
     def call(self, msg: dict) -> Any:
-        """The plan of a ``call`` request: one call on fresh device copies of the inputs."""
+        """The plan of a ``call`` request: one call on fresh device copies of the inputs (viewed in the
+        non-contiguous layouts the request gives, for an edge round: :func:`solbench.data.domain.apply_layout`)."""
         args = self._to_device(msg["inputs"])
+        if msg.get("layouts"):
+            args = self._laid_out(args, msg["layouts"])
         shapes, pristine = self._shapes(args), self._pristine(args)
         self._sync()
         result = yield args

@@ -129,7 +129,11 @@ MUTATED_PROBLEMS = st.lists(_MUTATION, min_size=1, max_size=4).map(lambda muts: 
 
 
 def _apply(mutations: list[tuple[tuple, object]]) -> dict:
-    data = GOOD
+    return _apply_to(GOOD, mutations)
+
+
+def _apply_to(data: object, mutations: list[tuple[tuple, object]]) -> object:
+    """``data`` with each (path, value) set in turn (a copy; a path an earlier one cut off is skipped)."""
     for path, value in mutations:
         try:
             data = _mutate(data, path, value)

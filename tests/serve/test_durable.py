@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Server, free_port, make_token, request, submit, wait_final
+from serve_fixtures import Server, free_port, make_token, request, submit, wait_final
 
 pytestmark = pytest.mark.slow
 

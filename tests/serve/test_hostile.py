@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import Server, free_port, make_token, request
+from serve_fixtures import Server, free_port, make_token, request
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import CANDIDATES, TINY, Server, free_port, make_token, request, solbench, submit, wait_final
+from serve_fixtures import CANDIDATES, TINY, Server, free_port, make_token, request, solbench, submit, wait_final
 
 from solbench.data.results import read_records
 

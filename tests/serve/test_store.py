@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from conftest import fresh_postgres
+from serve_fixtures import fresh_postgres, postgres_url
 
 from solbench.errors import SolbenchError
 from solbench.serve.store import MAX_ATTEMPTS, QuotaError, Store, hash_token
@@ -18,7 +18,7 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'serve.db'}"
     else:
-        url = fresh_postgres(request.getfixturevalue("postgres_url"))
+        url = fresh_postgres(postgres_url())
     s = Store(url)
     yield s
     s.close()

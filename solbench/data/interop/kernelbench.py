@@ -89,7 +89,7 @@ def _run_module(path: Path) -> tuple[Any, list[Any], dict[str, Any], tuple[Any, 
         flops = _count_flops(model, inputs)
     except FileNotFoundError:
         raise ImportRefused(f"KernelBench module {path} not found") from None
-    except Exception as err:  # noqa: BLE001 - the user's module: its failure, in one line
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module: its failure (or exit), in one line
         message = " ".join(str(err).split())[:300]
         raise ImportRefused(f"{path.name}: cannot build Model(*get_init_inputs()) / get_inputs() and run it on the "
                             f"meta device: {type(err).__name__}: {message}") from None

@@ -1,6 +1,7 @@
 """A real `solbench serve` for the service's tests: a subprocess on a free port of 127.0.0.1, a
 temporary SQLite file (or the PostgreSQL of ``SOLBENCH_TEST_POSTGRES_URL``), the tiny test library,
-and a token made with `solbench serve token add`."""
+and a token made with `solbench serve token add`. (A module of its own, not a conftest: the tests'
+root has a conftest of its own, and two modules named ``conftest`` cannot both be imported.)"""
 
 from __future__ import annotations
 
@@ -114,8 +115,8 @@ def wait_final(server: Server, sub_id: int, timeout: float = 300) -> dict:
     raise AssertionError(f"submission {sub_id} not final after {timeout} s: {server.log_text()}")
 
 
-@pytest.fixture
 def postgres_url() -> str:
+    """The test PostgreSQL's URL, or the test skips saying how to give one."""
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.skip(f"no PostgreSQL to test against: set {POSTGRES_ENV}=postgresql://USER@127.0.0.1:PORT/DB "
