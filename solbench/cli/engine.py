@@ -21,7 +21,7 @@ from rich.table import Table
 from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time, plain, plain_line, run_settings
-from solbench.data.noise import noisy_reason
+from solbench.data.noise import NOISY_FLAG, noisy_reason
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
@@ -117,12 +117,12 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
             # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
             table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
                              overflow="ellipsis" if numeric else "fold")
-        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing)) for r in rows)
+        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)) for r in rows)
         if reasons:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            noisy = noisy_reason(r.timing) if r.status == Status.PASSED.value else None
+            noisy = noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None
             status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
             cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
                      sol_text(r.sol), plain(r.bound),
@@ -158,6 +158,18 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
                           plain(" ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds)))
         tables.append(table)
     return tables
+
+
+def noisy_note(records: list[ResultRecord]) -> list[str]:
+    """One line when timings are noisy: how many, and whether the machine was busy while they ran."""
+    noisy = [r for r in records if NOISY_FLAG in r.flags]
+    if not noisy:
+        return []
+    busy = sum("machine_busy" in r.flags for r in noisy)
+    why = (f"the machine was busy during {busy} of them (other processes on its CPUs)" if busy else
+           "their spread is wide")
+    return [f"{len(noisy)} of {len(records)} timings are noisy ({why}): marked in the table; rerun on an idle "
+            "machine before ranking on them"]
 
 
 def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool,
@@ -224,7 +236,7 @@ def demo(
     with RichProgress(enabled=not quiet) as progress:
         result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress,
                           log=lambda line: err_console.print(line, markup=False, highlight=False))
-    for note in result.notes:
+    for note in [*result.notes, *noisy_note(result.records)]:
         err_console.print(note, highlight=False)
     try:
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
