@@ -32,6 +32,11 @@ from solbench.errors import ProblemError
 
 _ROUND_KINDS = ("large", "offset", "offset_flipped", "tiny", "zeros", "specials", "permuted", "strided", "broadcast")
 _SPECIAL_FRACTION = 0.01  # of an input's elements set to each legal special value
+OFFSET_DRAWS = 3
+"""Typical cases the offset rounds run on at the small shape. Whether a one-pass variance fails on
+bfloat16 rows shifted by 3000 depends on which rows land where few values differ from the rest
+(measured: half the draws of vit_l16.layernorm's 9 rows); three draws of both signs make it rare
+that none does. Other rounds fail or pass on any draw."""
 _CACHE_ENTRIES = 4  # (problem, shape, seed) edge sets kept: every candidate of a problem sees the same ones
 
 
@@ -111,17 +116,30 @@ def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, 
 def _rounds_at(problem: Problem, label: str, axes: dict[str, int], seed: int, device: str,
                reference: Callable[..., dict[str, Any]], gen_fn: Callable[..., dict] | None, tolerance: Tolerance,
                scalars: dict[str, Any]) -> list[EdgeRound]:
-    base = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
+    """Every round kind on one typical case; at the small shape, the offset rounds on more cases
+    (:data:`OFFSET_DRAWS`)."""
+    out = []
+    for draw in range(OFFSET_DRAWS if label == "small" else 1):
+        kinds = _ROUND_KINDS if draw == 0 else ("offset", "offset_flipped")
+        base = make_inputs(problem, axes, seed + 1000 * draw, device=device, generator_fn=gen_fn, scalars=scalars)
+        out += _rounds_on(problem, label, axes, base, kinds, seed + 1000 * draw, reference, tolerance,
+                          f" (draw {draw + 1})" if draw else "")
+    return out
+
+
+def _rounds_on(problem: Problem, label: str, axes: dict[str, int], base: dict[str, Any], kinds: tuple[str, ...],
+               seed: int, reference: Callable[..., dict[str, Any]], tolerance: Tolerance, suffix: str
+               ) -> list[EdgeRound]:
     base_ref = reference(axes, base)
     base_stats = {n: _stats(t) for n, t in base_ref.items() if t.dtype.is_floating_point}
     doms = domains(problem)
     out = []
-    for i, kind in enumerate(_ROUND_KINDS):
+    for i, kind in enumerate(kinds):
         made = _make_round(kind, problem, doms, base, seed + i)
         if made is None:
             continue
         name, inputs, layouts = made
-        r = EdgeRound(name, label, dict(axes), inputs=inputs, layouts=layouts)
+        r = EdgeRound(name + suffix, label, dict(axes), inputs=inputs, layouts=layouts)
         if kind in ("permuted", "strided"):  # the same values in another layout: the typical outputs hold
             r.expected, r.atol = base_ref, {n: tolerance.atol for n in base_ref}
         else:
