@@ -22,7 +22,7 @@ from rich.table import Table
 from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time, plain
-from solbench.data.noise import noisy_reason
+from solbench.data.noise import NOISY_FLAG, noisy_reason
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
@@ -118,12 +118,12 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
             # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
             table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
                              overflow="ellipsis" if numeric else "fold")
-        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing)) for r in rows)
+        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)) for r in rows)
         if reasons:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            noisy = noisy_reason(r.timing) if r.status == Status.PASSED.value else None
+            noisy = noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None
             status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
             cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
                      sol_text(r.sol), plain(r.bound),
@@ -159,6 +159,18 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
                           plain(" ".join(fmt_time(r.time_s) if r.time_s else r.status for r in rounds)))
         tables.append(table)
     return tables
+
+
+def noisy_note(records: list[ResultRecord]) -> list[str]:
+    """One line when timings are noisy: how many, and whether the machine was busy while they ran."""
+    noisy = [r for r in records if NOISY_FLAG in r.flags]
+    if not noisy:
+        return []
+    busy = sum("machine_busy" in r.flags for r in noisy)
+    why = (f"the machine was busy during {busy} of them (other processes on its CPUs)" if busy else
+           "their spread is wide")
+    return [f"{len(noisy)} of {len(records)} timings are noisy ({why}): marked in the table; rerun on an idle "
+            "machine before ranking on them"]
 
 
 def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool,
@@ -216,6 +228,7 @@ def run(
     rounds: int = _setting("rounds", "--rounds"),
     timing_method: str = _setting("timing_method", "--timing-method"),
     workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
+    in_flight: int = _setting("in_flight", "--in-flight"),
     interleave: int = _setting("interleave", "--interleave"),
     cooldown: float = _setting("cooldown_max_s", "--cooldown"),
     all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
@@ -236,9 +249,9 @@ def run(
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
     options = api.resolve_options(
         device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
-        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
-        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
-        edge_rounds=edge_rounds,
+        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, in_flight=in_flight,
+        interleave=interleave, cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes,
+        worker_user=worker_user, edge_rounds=edge_rounds,
         gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
         worker_reads=tuple(worker_read) if worker_read else None,
     )
@@ -266,7 +279,7 @@ def demo(
     with RichProgress(enabled=not quiet) as progress:
         result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress,
                           log=lambda line: err_console.print(line, markup=False, highlight=False))
-    for note in result.notes:
+    for note in [*result.notes, *noisy_note(result.records)]:
         err_console.print(note, highlight=False)
     try:
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)

@@ -44,7 +44,7 @@ from typing import Any
 
 from solbench.data.inputs import make_inputs
 from solbench.data.record import Status
-from solbench.engine.cases import WorkloadCases, derive_seed, reference_outputs
+from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, reference_outputs
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
 from solbench.timing.verify import bit_view
@@ -63,6 +63,8 @@ OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
 OVERHEAD_FACTOR = 1.5
 MIN_WINDOW_S = 0.005
 DEVICE_TARGET_S = 1.0  # a GPU's second burst: long enough for several NVML utilisation samples
+MAX_DEVICE_CALLS = 200_000
+DEVICE_BUDGET_BYTES = 16 << 30
 MIN_NVML_SAMPLES = 3
 DEVICE_OVERHEAD_CALLS = 200  # calls of the harness's own loop traced in the parent (GPU)
 MIN_UTIL = 0.02  # below this the device did (almost) nothing NVML counts: judged by the wall time  # a shorter burst (outputs too large to keep enough calls) concludes nothing
@@ -339,15 +341,19 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     return result, failure
 
 
-def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type: str, deadline: float) -> int:
+def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type: str, deadline: float,
+                free_bytes: int | None = None) -> int:
     """The second burst's calls: as many on a CPU; on a GPU enough for ``DEVICE_TARGET_S`` at the wall
-    time per call the first one showed (NVML's samples need that long), within the caps and the time left."""
+    time per call the first one showed (NVML's samples need that long), up to ``MAX_DEVICE_CALLS``, their
+    outputs within ``DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
+    worker's rows, the shared pool's and the parent's copies), and a third of the time left."""
     if device_type != "cuda":
         return calls
     per_call = result["wall_s"] / calls
     target = min(DEVICE_TARGET_S, max(deadline - time.monotonic(), 0.0) / 3)
-    room = OUTPUT_BUDGET_BYTES[device_type] // max(out_bytes, 1)
-    return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_CALLS, room))
+    budget = min(DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else DEVICE_BUDGET_BYTES * 8) // 8)
+    room = budget // max(out_bytes, 1)
+    return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_DEVICE_CALLS, room))
 
 
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
@@ -367,7 +373,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     bursts: list[BurstPlan] = []
     for attempt in range(ATTEMPTS):
         if attempts:
-            calls = _next_calls(attempts[-1], calls, out_bytes, device_type, deadline)
+            free = available_memory(cases.device) if device_type == "cuda" else None
+            calls = _next_calls(attempts[-1], calls, out_bytes, device_type, deadline, free)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
                                      observe)

@@ -29,7 +29,22 @@ from solbench.timing.verify import bit_view
 _index_put_ = torch.Tensor.index_put_
 _copy_ = torch.Tensor.copy_
 
-Staged = dict[int, tuple[int, tuple[Any, ...], Any]]  # call -> (input, index per dimension, values)
+
+
+class Staged:
+    """The edits on the device: per input its indices (one tensor per dimension) and values, ``[c, E]``
+    each, and per call the input and row of its edit (the rows are picked in the loop, so the parent's
+    measure of the harness's own work covers that too)."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[int, tuple[tuple[Any, ...], Any]] = {}
+        self.calls: dict[int, tuple[int, int]] = {}
+
+    def __contains__(self, c: int) -> bool:
+        return c in self.calls
+
+    def __len__(self) -> int:
+        return len(self.calls)
 
 
 def _unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
@@ -42,7 +57,7 @@ def _unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
 
 def stage_edits(sets: Sequence[Sequence[Any]], edits: Any, calls: int) -> Staged:
     """The packed edits, checked and moved to the inputs' device; per call at most one."""
-    staged: Staged = {}
+    staged = Staged()
     for entry in edits or []:
         j = entry.get("input")
         if not isinstance(j, int) or not 0 <= j < len(sets[0]):
@@ -55,12 +70,13 @@ def stage_edits(sets: Sequence[Sequence[Any]], edits: Any, calls: int) -> Staged
             raise TimingError(f"burst edit of input {j}: index, values and calls do not match")
         if index.numel() and not 0 <= int(index.min()) <= int(index.max()) < t.numel():
             raise TimingError(f"burst edit of input {j}: indices out of range")
-        ix = _unravel(index.to(device=t.device, dtype=torch.int64), t.shape)
-        vals = bit_view(values.to(t.device))
+        if j in staged.inputs:
+            raise TimingError(f"burst edits of input {j}: given twice")
+        staged.inputs[j] = (_unravel(index.to(device=t.device, dtype=torch.int64), t.shape), bit_view(values.to(t.device)))
         for row, c in enumerate(at.tolist()):
-            if not 0 <= c < calls or c in staged:
+            if not 0 <= c < calls or c in staged.calls:
                 raise TimingError(f"burst edit of call {c}: out of range or repeated")
-            staged[c] = (j, tuple(x[row] for x in ix), vals[row])
+            staged.calls[c] = (j, row)
     return staged
 
 
@@ -100,10 +116,11 @@ def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged,
     misfits = {}
     for c in range(calls):
         s = c % n_sets
-        edit = staged.get(c)
+        edit = staged.calls.get(c)
         if edit is not None:
-            j, index, values = edit
-            _index_put_(bit_view(sets[s][j]), index, values)
+            j, row = edit
+            index, values = staged.inputs[j]
+            _index_put_(bit_view(sets[s][j]), tuple(x[row] for x in index), values[row])
         out = yield sets[s]
         kept = _keep(out, buffers if buffers else None, c)
         if kept is not None:
