@@ -20,6 +20,7 @@ case's.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class EdgeRound:
 
 
 _cache: OrderedDict[tuple, list[EdgeRound]] = OrderedDict()
+_cache_lock = threading.Lock()  # the runner's lanes prepare cases in threads of their own
 
 
 def domains(problem: Problem) -> dict[str, Domain]:
@@ -103,13 +105,17 @@ def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, 
     for label, shape_axes in edge_shapes(problem, workload, axes):
         key = (problem.name, tuple(sorted(shape_axes.items())), hash(problem.model_dump_json()),
                tuple(sorted(scalars.items())), str(problem.path), base_seed, device, label)
-        if key not in _cache:
+        with _cache_lock:
+            made = _cache.get(key)
+        if made is None:  # two lanes may both make it; the same seeds give the same rounds
             seed = derive(base_seed, problem.name, "edge", *key[1])
-            _cache[key] = _rounds_at(problem, label, shape_axes, seed, device, reference, gen_fn, tolerance, scalars)
+            made = _rounds_at(problem, label, shape_axes, seed, device, reference, gen_fn, tolerance, scalars)
+        with _cache_lock:
+            _cache[key] = made
+            _cache.move_to_end(key)
             while len(_cache) > _CACHE_ENTRIES:
                 _cache.popitem(last=False)
-        _cache.move_to_end(key)
-        rounds.extend(_cache[key])
+        rounds.extend(made)
     return rounds
 
 
@@ -292,7 +298,3 @@ _KINDS: dict[str, tuple[Callable[[Domain], Any], Callable[[Any, Domain, int], An
     "strided": (lambda d: "strided" in d.layouts, lambda x, d, s: x, lambda ns, ds: "strided"),
     "broadcast": (lambda d: "broadcast" in d.layouts, lambda x, d, s: _broadcast_values(x), lambda ns, ds: "broadcast"),
 }
-
-
-def clear_cache() -> None:
-    _cache.clear()
