@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, json_text, plain
-from solbench.cli.present import DEFAULT_RESULTS, RESULTS_ARG, _load
+from solbench.cli._common import DEFAULT_RESULTS, console, err_console, fmt_time, json_text, load, plain
+from solbench.cli.present import RESULTS_ARG
 from solbench.units import si, sol_text
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def model(
 
         df, gpu = records_frame([]), gpu or IDEAL_ONLY_GPU
     else:
-        df = _load(results)
+        df = load(results)
     view = model_view(df, family, phase=phase.value, tokens=tokens, batch=batch, context=context, gpu=gpu,
                       candidates=tuple(candidate or ()), problems=problems)
     if ideal_only:

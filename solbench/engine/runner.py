@@ -62,6 +62,7 @@ from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
+from solbench.settings import WINDOW_STOP_WAIT_S
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
 from solbench.worker.jitcache import cache_key, source_digest
@@ -364,7 +365,7 @@ class Runner:
         groups = [p.pid for s in slots for p in [s.client.proc if s.client is not None else None]
                   if p is not None and p.pid != timed and p.poll() is None]
         stopped = [g for g in groups if _signal_group(g, signal.SIGSTOP)]
-        deadline = time.monotonic() + STOP_WAIT_S
+        deadline = time.monotonic() + WINDOW_STOP_WAIT_S
         for pid in stopped:  # a stop signal takes effect when the process is next scheduled: wait for it
             _wait_stopped(pid, deadline)
         return lambda: [_signal_group(g, signal.SIGCONT) for g in stopped] and None
@@ -457,9 +458,6 @@ class Runner:
 
             with self.gate.shared(owner, "free", sink=ledger):
                 torch.cuda.empty_cache()
-
-
-STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
 
 
 def lanes_of(plan: list[PlanItem]) -> list[Lane]:

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from solbench.settings import TELEMETRY_JOIN_S
 from solbench.timing.clockprobe import clocks_event_reasons, init_nvml, nvml_handle
 
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
@@ -128,7 +129,7 @@ class CpuLoad:
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=1.0)
+            self._thread.join(timeout=TELEMETRY_JOIN_S)
         last = _proc_stat()
         stop = last[0] if last else self._start
         return cpu_load_summary(self._start, stop, self._running, self.cpus, _loadavg())
