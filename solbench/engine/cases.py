@@ -82,16 +82,21 @@ def _call_reference(ref_fn: Callable[..., Any], axes: dict[str, int], inputs: di
 def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
                       inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the reference on pristine copies; check its outputs against the declaration."""
-    import torch
-
-    from solbench.data.dtypes import torch_dtype
-
     try:
         result = _call_reference(ref_fn, axes, inputs)
     except ProblemError:
         raise
     except Exception as err:  # the problem's own code: a problem error, not a candidate's
         raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
+    return checked_outputs(problem, axes, result)
+
+
+def checked_outputs(problem: Problem, axes: dict[str, int], result: Any) -> dict[str, Any]:
+    """The reference's result as its outputs by name, each checked against its declaration."""
+    import torch
+
+    from solbench.data.dtypes import torch_dtype
+
     if isinstance(result, torch.Tensor):
         result = (result,)
     names = list(problem.outputs)
@@ -112,7 +117,12 @@ def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[.
 
 def make_case(problem: Problem, axes: dict[str, int], seed: int, device: str, ref_fn: Callable[..., Any],
               gen_fn: Callable[..., dict] | None, scalars: dict[str, Any] | None = None) -> Case:
-    """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs)."""
+    """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs).
+    A hosted reference gets both from the problem's host in one request (its inputs are made there
+    from the same seeds, as here)."""
+    if isinstance(ref_fn, HostedReference):
+        inputs, result = ref_fn.case(axes, seed, device, scalars or {})
+        return Case(seed, inputs, checked_outputs(problem, axes, tuple(result)))
     inputs = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
     return Case(seed, inputs, reference_outputs(problem, axes, ref_fn, inputs))
 

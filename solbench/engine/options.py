@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from solbench.errors import SolbenchError
+from solbench.errors import SolbenchError, error_message
 from solbench.settings import BUDGET_S, CALL_TIMEOUT_S, COMPILE_TIMEOUT_S, COOLDOWN_MAX_S, LOG_BYTES, PROBLEM_TIMEOUT_S
 from solbench.timing.config import TimingConfig
 
@@ -92,6 +92,9 @@ class RunOptions(BaseModel):
     workers_ahead: int = Field(default_factory=default_workers_ahead,
                                description="workers started (importing torch) while another candidate runs "
                                            "(default: by core count)")
+    in_flight: int = Field(0, description="(problem, candidate) lanes in flight at once: their starts, compiles, "
+                                          "inputs, references and checks overlap; only timing windows are "
+                                          "exclusive (0: half the cores, 1 to 8; 1: one at a time)")
     interleave: int = Field(0, description="run the candidates A, B, A, B, ... this many rounds per workload, "
                                            "a record each, so power history does not pick the winner (0: off)")
     cooldown_max_s: float = Field(COOLDOWN_MAX_S, description="with interleave: most seconds to wait between items for the "
@@ -127,7 +130,7 @@ class RunOptions(BaseModel):
             name = ".".join(str(p) for p in first["loc"]) or "run options"
             if first["type"] == "extra_forbidden":
                 raise SolbenchError(f"unknown run setting {name!r}: use one of {', '.join(cls.model_fields)}") from None
-            raise SolbenchError(f"run setting {name}: {first['msg']}") from None
+            raise SolbenchError(f"run setting {name}: {error_message(first)}") from None
 
     @field_validator("jit_cache", mode="before")
     @classmethod
@@ -144,6 +147,8 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
         if self.workers_ahead < 0:
             raise SolbenchError("--workers-ahead must be 0 or more")
+        if self.in_flight < 0:
+            raise SolbenchError("--in-flight must be 0 (by core count) or more")
         for name in _SECONDS:
             if not getattr(self, name) > 0:
                 raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")

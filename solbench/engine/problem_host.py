@@ -19,6 +19,8 @@ started for, and is started again (with the new folder added) for a problem outs
 
 Requests (every one carries ``"problem": {"data": the problem as JSON, "path": its problem.yaml}``):
 
+``{"op": "case", "axes", "seed", "device", "scalars"}`` -> ``{"inputs": [value...], "outputs": [...]}`` (a
+run's case in one request: the inputs of ``seed`` made there, the reference on copies of them)
 ``{"op": "reference", "axes", "args": [value...], "device"}`` -> ``{"outputs": [tensor | description]}``
 ``{"op": "generate", "axes", "seed", "device"}`` -> ``{"values": {name: tensor | scalar | description}}``
 ``{"op": "cost", "axes", "scalars"}`` -> ``{"flops", "bytes"}`` (seed-0 inputs, placeholders: ``list``, ``sol``)
@@ -35,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -68,6 +71,8 @@ class ProblemHost:
     client: Any = None
     starts: int = 0  # processes started (a failure stops one; the next request starts another)
     _cache: dict[tuple, Any] = field(default_factory=dict)
+    # One request at a time: a run's lanes share a workload's references (solbench.engine.pipeline).
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # lifecycle
     def expect(self, folders: Any) -> ProblemHost:
@@ -117,13 +122,14 @@ class ProblemHost:
         from solbench.worker.client import WorkerFailure, clean_log
 
         label = problem.path or problem.name
-        client = self._client(problem)
-        try:
-            reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
-                                   reply_bytes + _SLACK)
-        except WorkerFailure as err:
-            self.close()
-            raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
+        with self._lock:
+            client = self._client(problem)
+            try:
+                reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
+                                       reply_bytes + _SLACK)
+            except WorkerFailure as err:
+                self.close()
+                raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
         if reply.get("ok") is True:
             return reply
         message = clean_log(str(reply.get("message") or "failed")).replace("\n", " ")[:_MESSAGE_CHARS]
@@ -133,14 +139,33 @@ class ProblemHost:
 
     def reference(self, problem: Problem, axes: dict[str, int], args: list[Any], device: str) -> list[Any]:
         """The reference's outputs on these inputs, on ``device``."""
-        import torch
-
         what = f"reference {problem.reference}"
         reply = self.request(problem, what, {"op": "reference", "axes": axes, "args": list(args), "device": device},
                              _declared_bytes(problem, problem.outputs, axes))
         outputs = reply.get("outputs")
         if not isinstance(outputs, list):
             raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no outputs"])
+        return self._outputs(problem, what, outputs, axes, device)
+
+    def case(self, problem: Problem, axes: dict[str, int], seed: int, device: str,
+             scalars: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+        """A case made in the host in one request: the inputs of ``seed`` (as
+        :func:`solbench.data.inputs.make_inputs` makes them here) and the reference's outputs on
+        copies of them; both checked against the declaration, on ``device``."""
+        what = f"reference {problem.reference}" + (f" or input generator {problem.input_generator}"
+                                                   if problem.input_generator else "")
+        reply = self.request(problem, what, {"op": "case", "axes": axes, "seed": seed, "device": device,
+                                             "scalars": scalars},
+                             _declared_bytes(problem, problem.inputs, axes) + _declared_bytes(problem, problem.outputs, axes))
+        values, outputs = reply.get("inputs"), reply.get("outputs")
+        if not isinstance(values, list) or len(values) != len(problem.inputs) or not isinstance(outputs, list):
+            raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no case"])
+        inputs = {name: _input(problem, name, v, axes, device) for name, v in zip(problem.inputs, values, strict=True)}
+        return inputs, self._outputs(problem, what, outputs, axes, device)
+
+    def _outputs(self, problem: Problem, what: str, outputs: list[Any], axes: dict[str, int], device: str) -> list[Any]:
+        import torch
+
         for name, out in zip(problem.outputs, outputs, strict=False):
             if not isinstance(out, torch.Tensor):
                 raise ProblemError([f"{problem.path or problem.name}: {what}: output {name} is {_described(out)}, "
@@ -197,7 +222,9 @@ class ProblemHost:
 
     def deep_check(self, problem: Problem) -> list[str]:
         """``validate --deep``'s lines for this problem (its code runs in the host)."""
-        reply = self.request(problem, "validate --deep (reference, cost hook)", {"op": "deep_check"})
+        what = (f"cost hook {problem.cost} (or the reference and generator it is checked with)" if problem.cost
+                else f"reference {problem.reference} under FlopCounterMode")
+        reply = self.request(problem, what, {"op": "deep_check"})
         lines = reply.get("lines")
         if not isinstance(lines, list):
             raise ProblemError([f"{problem.path or problem.name}: validate --deep: the problem host sent no lines"])
@@ -221,6 +248,10 @@ class HostedReference:
     def outputs(self, axes: dict[str, int], args: list[Any], device: str) -> list[Any]:
         return self.host.reference(self.problem, axes, args, device)
 
+    def case(self, axes: dict[str, int], seed: int, device: str,
+             scalars: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+        return self.host.case(self.problem, axes, seed, device, scalars)
+
 
 @dataclass(frozen=True)
 class HostedGenerator:
@@ -232,6 +263,25 @@ class HostedGenerator:
 
     def __call__(self, axes: dict[str, int], generator: Any, device: str) -> dict[str, Any]:
         return self.host.generate(self.problem, dict(axes), int(generator.initial_seed()), str(device))
+
+
+def _input(problem: Problem, name: str, value: Any, axes: dict[str, int], device: str) -> Any:
+    """An input the host made, as declared: a plain tensor of its shape and dtype, or a scalar of its dtype."""
+    import torch
+
+    from solbench.data.hookvalues import scalar_value
+
+    spec, shape = problem.inputs[name], problem.shape(name, axes)
+    if shape is None:
+        try:
+            return scalar_value(value, spec.dtype)
+        except ValueError as err:
+            raise ProblemError([f"{problem.path or problem.name}: input {name} from the problem host: {err}"]) from None
+    if not (isinstance(value, torch.Tensor) and tuple(value.shape) == shape
+            and str(value.dtype).removeprefix("torch.") == spec.dtype):
+        raise ProblemError([f"{problem.path or problem.name}: input {name} from the problem host is {_described(value)}, "
+                            f"declared {shape} {spec.dtype}"])
+    return value.to(device)
 
 
 def _count(problem: Problem, what: str, value: Any) -> int:
@@ -362,6 +412,17 @@ def _reference(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any
                         for n, v in zip(problem.outputs, items, strict=True)]}
 
 
+def _case(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    from solbench.engine.problem_code import make_inputs
+
+    gen = _function(key, problem, "generator") if problem.input_generator else None
+    inputs = make_inputs(problem, msg["axes"], int(msg["seed"]), device=msg["device"],
+                         scalars=msg.get("scalars") or {}, generator_fn=gen)
+    outputs = _reference(key, problem, {**msg, "args": [v.clone() if hasattr(v, "clone") else v
+                                                        for v in inputs.values()]})["outputs"]
+    return {"inputs": list(inputs.values()), "outputs": outputs}
+
+
 def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -420,7 +481,7 @@ def _deep_check(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, An
 
 
 _HANDLERS: dict[str, Callable[[str, Problem, dict[str, Any]], dict[str, Any]]] = {
-    "reference": _reference, "generate": _generate, "cost": _cost, "costs": _costs, "flops": _flops,
+    "case": _case, "reference": _reference, "generate": _generate, "cost": _cost, "costs": _costs, "flops": _flops,
     "deep_check": _deep_check,
 }
 

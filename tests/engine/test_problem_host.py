@@ -228,13 +228,18 @@ def test_run_with_a_hook_that_exits_zero_fails_with_a_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_list_and_sol_with_hostile_hooks(tmp_path):
-    """``list --problems DIR`` with a hook that hangs: the timeout's line; ``sol`` with one that starts a
-    process in a new session: the process is gone when the command is."""
+def test_list_sol_and_validate_with_hostile_hooks(tmp_path):
+    """``list --problems DIR`` with a hook that hangs: the timeout's line; ``validate --deep`` with one
+    that exits 0: its line, exit 1; ``sol`` with one that starts a process in a new session: the process
+    is gone when the command is."""
     hang = tmp_path / "lib" / "hang"
     _hostile(hang, "hang").rename(hang / "problem.yaml")
     done = _solbench("list", "--problems", str(tmp_path / "lib"), SOLBENCH_PROBLEM_TIMEOUT_S="3")
     _one_line(done, str(hang / "problem.yaml"), "cost hook reference.py:cost_hang did not finish within 3 s")
+    exits = tmp_path / "exit"
+    _hostile(exits, "exit").rename(exits / "problem.yaml")
+    done = _solbench("validate", "--deep", str(exits))
+    _one_line(done, str(exits / "problem.yaml"), "reference.py:cost_exit", "called sys.exit(0)")
     spawn = tmp_path / "spawn"
     _hostile(spawn, "spawn").rename(spawn / "problem.yaml")
     done = _solbench("sol", str(spawn), "--gpu", "h200_sxm", "--workload", "b4", "--json")
