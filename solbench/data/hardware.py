@@ -18,7 +18,12 @@ from solbench.data.library import spec_dirs
 from solbench.data.yamlio import checked_model, read_yaml_file
 from solbench.errors import SpecError, did_you_mean
 
-_ID_RE = re.compile(r"^[a-z0-9_\-]+$")
+SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")  # a spec's id: also what a record may name to be looked up (never a path)
+
+
+def is_spec_id(text: object) -> bool:
+    """Whether ``text`` is a spec id (lower-case letters, digits, _ and -, at most 64): safe to look up by name."""
+    return isinstance(text, str) and SPEC_ID.fullmatch(text) is not None
 NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz", "l2_bandwidth",
                   "l1_bandwidth")
 # The hierarchical roofline's levels: bandwidth field of each (HBM/DRAM, L2, L1), outermost first.
@@ -137,8 +142,8 @@ class HardwareSpec(BaseModel):
 
 def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     errs = []
-    if not _ID_RE.match(spec.id):
-        errs.append(f"id: {spec.id!r} must be lower-case letters, digits, _ or -")
+    if not is_spec_id(spec.id):
+        errs.append(f"id: {spec.id!r} must be 1 to 64 lower-case letters, digits, _ or -")
     if spec.kind == "datasheet" and not by_path and spec.path is not None and spec.path.stem != spec.id:
         errs.append(f"id: {spec.id!r} must equal the file name ({spec.path.stem}); a copy given by path "
                     "(--gpu FILE) may have any name")
@@ -235,7 +240,7 @@ def cpu_estimate_spec() -> HardwareSpec:
 def load_spec_id(spec_id: str, spec_dir: str | Path | None = None) -> HardwareSpec:
     """A spec by id only, never by path: for a GPU named in a result record, which anyone may write
     (a record naming ``/etc/shadow`` must not get it opened, nor quoted in an error)."""
-    if not (isinstance(spec_id, str) and len(spec_id) <= 64 and _ID_RE.match(spec_id)):
+    if not is_spec_id(spec_id):
         shown = "".join(c if c.isprintable() else "?" for c in str(spec_id))[:40]
         raise SpecError(f"the records name GPU {shown!r}, which is not a spec id (letters, digits, _ and -): "
                         "pass --gpu ID (see `solbench specs`)")

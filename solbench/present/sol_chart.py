@@ -19,7 +19,6 @@ from solbench.errors import SolbenchError
 from solbench.present.chart_style import (
     FIXED_LAYOUT,
     RC,
-    STATUS_SHORT,
     candidate_order,
     candidate_styles,
     footnote,
@@ -27,6 +26,7 @@ from solbench.present.chart_style import (
     label,
     single_gpu,
 )
+from solbench.present.frame import STATUS_SHORT
 from solbench.present.ranking import best_results
 from solbench.present.roofline_chart import NOISY_LABEL, NOISY_RING
 from solbench.units import sol_text
