@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from solbench.data.inputs import import_file, module_name
+from solbench.data import import_file, module_name
 from solbench.errors import SolbenchError
 
 CANDIDATE_SUFFIXES = (".py", ".cu")  # Python candidates, and CUDA C++ ones (worker/cuda_source.py)
