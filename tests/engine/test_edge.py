@@ -255,9 +255,10 @@ def test_the_schema_documents_the_domain():
 # --- the rounds --------------------------------------------------------------------------------
 
 def test_rounds_follow_the_domain_and_leave_index_inputs_alone(tmp_path):
-    path = _write(tmp_path, _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
-                                             "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]}),
-                  "return x * 2 + i[:, None] * 1e-3")
+    data = _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
+                            "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]})
+    data["tags"] = ["norm"]  # a norm's offset rounds run on three typical cases
+    path = _write(tmp_path, data, "return x * 2 + i[:, None] * 1e-3")
     problem = load_problem(path)
     rounds = {r.name: r for r in edge_rounds(problem)}
     assert list(rounds) == ["large 100", "offset -50", "offset 50", "tiny 1e-10", "zeros", "specials nan",
