@@ -49,7 +49,7 @@ def import_kernelbench(
     output: Path = typer.Option(..., "-o", "--output", help="the problem folder to write"),
 ) -> None:
     """A problem folder from a KernelBench module; its parameters become inputs. Runs the module's code."""
-    from solbench.data.interop.kernelbench import import_module
+    from solbench.engine.kernelbench import import_module
 
     problem_file, notes = import_module(module, output)
     _done(problem_file, notes)

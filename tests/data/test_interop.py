@@ -12,12 +12,12 @@ import pytest
 import solbench
 from solbench.data.hardware import load_spec
 from solbench.data.interop.flashinfer_trace import ImportRefused, import_definition
-from solbench.data.interop.kernelbench import import_module
 from solbench.data.interop.solutions import import_solution
 from solbench.data.interop.traces import export_traces
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.data.roofline import problem_points
+from solbench.engine.kernelbench import import_module
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "interop"
 FI = FIX / "flashinfer_trace"
