@@ -1,21 +1,26 @@
-"""How fast the harness gets through the whole problem library: records per minute and overhead per record.
+"""How fast the harness gets through the whole problem library: records per minute and where each record's time goes.
 
 Runs every problem of the library, all workloads, ``torch_eager`` plus one more candidate (the
-first of ``--second``'s globs that a problem ships: a Triton kernel, else torch.compile), on
-executors (``--gpus all`` by default on CUDA, ``--jobs N`` on the CPU, ``--cluster ray``), or
-in-process (``--plain``). Records are appended to ``--records`` as they finish, and the summary is
-rewritten after each one, so a run killed by its time box (``timeout 540 python ...``) leaves both:
+first of ``--second``'s globs that a problem ships: a Triton kernel, else torch.compile). By
+default in this process on one device, pipelined (``--in-flight N`` lanes at once, only timing
+windows exclusive: :mod:`solbench.engine.pipeline`); ``--gpus``, ``--jobs`` or ``--cluster`` run
+on executors instead. Records are appended to ``--records`` as they finish, and the summary is
+rewritten after each one, so a run stopped by ``--time-box`` (no new record starts after it) or
+killed (``timeout 540 python ...``) leaves both:
 
-    {"problems", "records", "wall_s", "records_per_min", "overhead_by_size": [{"bucket", "records",
-     "median_s", "p90_s"}], "statuses", "complete", "goal": {...}, ...}
+    {"complete", "problems", "records", "wall_s", "steady_median_record_s", "phases_s": {phase: total},
+     "records_per_min", "overhead_by_size", "statuses", "gate": {...}, "goal": {...}, "rows": [...]}
 
-A record's overhead is its wall time in its executor (inputs, reference, worker calls, checks:
-``harness.wall_s``) less the candidate's timed samples; ``edge`` is what the edge rounds took of it
-(``--no-edge`` runs without them). The goal (issue 15): ``wall_s < 600`` with
-``problems >= 40`` on one H200; overhead median <= 0.5 s up to 256 MiB and <= 2 s at 2 GiB.
+``steady_median_record_s``: the run's pace once records flow: the median, over consecutive groups
+of ``STEADY_GROUP`` records after the first, of the group's span divided by its records (a record
+every so many seconds; pipelined, a record's own wall is longer). ``phases_s``: the records'
+``harness`` phases summed (:mod:`solbench.engine.ledger`), with ``unaccounted_s`` (their walls less
+their phases). ``gate``: the seconds timing windows held the device alone, and their share of the
+run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples;
+``edge`` is what the edge rounds took of it (``--no-edge`` runs without them). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
 
-    python benchmarks/library_throughput.py -o results/h200/library_throughput.json
-    python benchmarks/library_throughput.py --device cpu --jobs 2 --only 'llama3_1_8b.rms*' --small-only
+    python benchmarks/library_throughput.py --budget 0.3 -o results/h200/library_throughput.json
+    python benchmarks/library_throughput.py --device cpu --only 'llama3_1_8b.rms*' --smallest-only
 """
 
 from __future__ import annotations
@@ -34,11 +39,15 @@ from solbench.api import plan_run, resolve_options, run_plan
 from solbench.data.library import problems_root
 from solbench.data.problem import find_problems
 from solbench.data.record import ResultRecord
-from solbench.engine.runner import PlanItem
+from solbench.engine.gate import DeviceGate, overlaps
+from solbench.engine.ledger import PHASES
+from solbench.engine.options import dispatched
+from solbench.engine.runner import PlanItem, Runner
 
 MIB = 1 << 20
 BUCKETS = [(256 * MIB, "<=256MiB"), (1024 * MIB, "256MiB-1GiB"), (4096 * MIB, "1-4GiB"), (None, ">4GiB")]
-GOAL = {"wall_s_max": 600.0, "problems_min": 40, "overhead_median_s": {"<=256MiB": 0.5, "1-4GiB": 2.0}}
+GOAL = {"wall_s_max": 300.0, "problems_min": 68, "steady_median_record_s_max": 0.3}
+STEADY_GROUP = 16
 
 
 def bucket(nbytes: int) -> str:
@@ -60,6 +69,33 @@ def overhead_by_size(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def steady_pace(stamps: list[float], group: int = STEADY_GROUP) -> float | None:
+    """Seconds per record once records flow: the median over consecutive groups of ``group``
+    records (after the first record) of the group's span over its records; None with too few."""
+    after = stamps[1:]
+    spans = [(after[i + group - 1] - after[i]) / (group - 1) for i in range(0, len(after) - group + 1, group)]
+    if not spans and len(after) >= 3:
+        spans = [(after[-1] - after[0]) / (len(after) - 1)]
+    return round(statistics.median(spans), 4) if spans else None
+
+
+def phase_totals(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each harness phase summed over the records, and what the phases leave of their walls."""
+    totals = {name: round(sum(r["phases"].get(name, 0.0) for r in rows), 3) for name in PHASES}
+    totals["unaccounted_s"] = round(sum(r["wall_s"] for r in rows) - sum(totals.values()), 3)
+    return totals
+
+
+def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
+    """How long timing windows held the device alone (the floor of a pipelined run's wall)."""
+    if gate is None:
+        return None
+    windows = [i for i in gate.intervals if i.exclusive]
+    alone = sum(i.end - i.start for i in windows)
+    return {"timing_windows": len(windows), "exclusive_s": round(alone, 2),
+            "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals))}
+
+
 def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the edge rounds cost: their seconds (the worker calls and the parent's references, harness.edge_s +
     edge_prepare_s) over the records' wall time, in all and per record (the goal: at most 10%)."""
@@ -74,12 +110,14 @@ def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
 class Tally:
     """Progress hooks: one row per record, and the summary rewritten to ``path`` after each."""
 
-    def __init__(self, path: Path, meta: dict[str, Any]):
+    def __init__(self, path: Path, meta: dict[str, Any], time_box: float | None = None):
         self.path, self.meta, self.rows = path, meta, []
         self.t0 = time.perf_counter()
         self.started: dict[str, float] = {}
         self.statuses: Counter[str] = Counter()
         self.stamps: list[float] = []  # seconds from the start to each record
+        self.time_box = time_box
+        self.runner: Runner | None = None  # the plain run's: stopped at the time box, its gate summarised
 
     def begin(self, total: int) -> None:
         self.meta["records_planned"] = total
@@ -91,7 +129,7 @@ class Tally:
     def record(self, record: ResultRecord) -> None:
         harness = (record.model_extra or {}).get("harness") or {}
         wall = harness.get("wall_s")
-        if wall is None:  # the plain run: from this process's own clock
+        if wall is None:  # a record without one (an executor that could not finish it): this process's clock
             wall = time.perf_counter() - self.started.get(f"{record.problem}/{record.workload}/{record.solution}",
                                                           self.t0)
         timed = float(sum(record.timing.get("samples_s") or []))
@@ -99,24 +137,31 @@ class Tally:
         self.rows.append({"problem": record.problem, "workload": record.workload, "candidate": record.solution,
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
+                          "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
         self.write(complete=False)
+        if self.time_box is not None and self.stamps[-1] > self.time_box and self.runner is not None:
+            self.runner.stop()  # the records in flight finish; no new one starts
 
     def write(self, complete: bool) -> dict[str, Any]:
         wall = time.perf_counter() - self.t0
         problems = len({r["problem"] for r in self.rows})
+        steady = steady_pace(self.stamps)
         summary = self.meta | {
             "complete": complete, "problems": problems, "records": len(self.rows), "wall_s": round(wall, 2),
+            "steady_median_record_s": steady, "phases_s": phase_totals(self.rows),
+            "gate": gate_summary(self.runner.gate if self.runner is not None else None, wall),
             "records_per_min": round(len(self.rows) / wall * 60, 2) if wall else None,
-            # Past the fixed start (executors, a Ray instance): what a comparison of two placements needs.
+            # Past the fixed start (imports, the first workers): what a comparison of two placements needs.
             "setup_s": round(self.stamps[0], 2) if self.stamps else None,
             "steady_records_per_min": (round((len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0]) * 60, 2)
                                        if len(self.stamps) > 2 else None),
             "statuses": dict(self.statuses), "overhead_by_size": overhead_by_size(self.rows),
             "edge": edge_share(self.rows),
-            "goal": GOAL | {"met": complete and wall < GOAL["wall_s_max"] and problems >= GOAL["problems_min"]},
+            "goal": GOAL | {"met": bool(complete and wall <= GOAL["wall_s_max"] and problems >= GOAL["problems_min"]
+                                        and steady is not None and steady <= GOAL["steady_median_record_s_max"])},
             "rows": self.rows,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +187,7 @@ def select(plan: list[PlanItem], second: list[str], only: list[str], smallest: b
     return keep
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="results/h200/library_throughput.json")
     ap.add_argument("--records", default=None, help="JSONL of the records (default: next to --output, dated)")
@@ -152,36 +197,51 @@ def main() -> None:
                     help="globs for the second candidate, first match wins")
     ap.add_argument("--smallest-only", action="store_true", help="each problem's smallest workload (quick checks)")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--gpus", default=None, help="default on CUDA: all")
-    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--in-flight", type=int, default=0, help="lanes at once in the plain run (0: by core count)")
+    ap.add_argument("--gate-batch", type=int, default=None,
+                    help="timings gathered before untimed work is held back (default: the engine's)")
+    ap.add_argument("--gate-delay", type=float, default=None, help="the longest a timing waits for its batch, s")
+    ap.add_argument("--time-box", type=float, default=None,
+                    help="seconds after which no new record starts (those in flight finish); complete stays false")
+    ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
+    ap.add_argument("--jobs", type=int, default=None, help="run on N executors on the CPU")
     ap.add_argument("--cluster", default=None, help="ray or ray://HOST:PORT")
-    ap.add_argument("--plain", action="store_true", help="the in-process run (one device, no executors)")
+    ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
-    ap.add_argument("--small", action="store_true", help="each problem shrunk to its test_axes (quick CPU runs)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> None:
+    args = arguments()
     options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout,
+                              in_flight=args.in_flight, gpus=args.gpus, jobs=args.jobs, cluster=args.cluster,
                               edge_rounds=False if args.no_edge else None)
-    cuda = options.device.startswith("cuda")
-    if not args.plain:
-        gpus = args.gpus or ("all" if cuda and not args.cluster else None)
-        options = resolve_options(options, gpus=gpus, jobs=args.jobs, cluster=args.cluster)
-    plan = select(plan_run(find_problems(problems_root(args.problems)), small=args.small), args.second, args.only,
-                  args.smallest_only)
+    plan = select(plan_run(find_problems(problems_root(args.problems))), args.second, args.only, args.smallest_only)
     out = Path(args.output)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
     records = Path(args.records or out.with_name(f"{out.stem}_{stamp}.jsonl"))
+    plain = not dispatched(options)
     meta = {"device": options.device, "placement": {"gpus": options.gpus, "jobs": options.jobs,
-                                                    "cluster": options.cluster, "plain": args.plain},
+                                                    "cluster": options.cluster, "plain": plain},
             "budget_s": options.budget_s, "problems_planned": len(plan), "records_file": records.as_posix(),
-            "started": stamp}
-    tally = Tally(out, meta)
+            "started": stamp, "time_box_s": args.time_box, "steady_group": STEADY_GROUP}
+    tally = Tally(out, meta, args.time_box)
     print(f"{len(plan)} problems, {sum(len(i.workloads) * len(i.candidates) for i in plan)} records planned", flush=True)
-    result = run_plan(plan, options, records, tally)
-    summary = tally.write(complete=True)
-    summary["spec"] = result.spec_id
+    if plain:
+        tally.runner = runner = Runner(options, records, tally)
+        if args.gate_batch is not None or args.gate_delay is not None:
+            runner.gate = DeviceGate(batch=args.gate_batch or runner.gate.batch,
+                                     max_delay_s=runner.gate.max_delay_s if args.gate_delay is None else args.gate_delay)
+        meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s}
+        meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id}
+        runner.run(plan)
+        complete = len(tally.rows) == meta.get("records_planned")
+    else:
+        result = run_plan(plan, options, records, tally)
+        meta["spec"] = result.spec_id
+        complete = True
+    summary = tally.write(complete=complete)
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
 
 

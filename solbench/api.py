@@ -25,10 +25,7 @@ from typing import Any
 from solbench.data.library import problems_root, resolve_problem
 from solbench.data.problem import Problem, Workload
 from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import RooflinePoint
 from solbench.data.small import small_problem
-from solbench.engine.cases import WorkloadCases
-from solbench.engine.evaluation import CandidateSlot
 from solbench.engine.options import RunOptions, dispatched, resolve_options
 from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
 from solbench.errors import ProblemError, SolbenchError, did_you_mean
@@ -242,16 +239,15 @@ def run_plan(plan: list[PlanItem], options: RunOptions, output: Path, progress: 
     return RunResult(records, output, runner.run_id, runner.spec.id, options.device)
 
 
-class _TaggingRunner(Runner):
-    """A Runner that puts ``tag`` in each record's ``timing["interleave"]`` before it is appended."""
+class _Tag:
+    """A record hook that puts the current ``tag`` in each record's ``timing["interleave"]``."""
 
-    tag: dict[str, Any] | None = None
+    def __init__(self) -> None:
+        self.tag: dict[str, Any] | None = None
 
-    def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
-        record = super()._run_one(slot, cases, roof)
+    def __call__(self, record: ResultRecord, context: object) -> None:
         if self.tag is not None:
             record.timing["interleave"] = dict(self.tag)
-        return record
 
 
 class _OneTotal:
@@ -295,7 +291,8 @@ def run_interleaved(plan: list[PlanItem], options: RunOptions, output: Path,
     if rounds < 1:
         raise SolbenchError(f"--interleave {rounds}: give the number of A, B, ... rounds (1 or more)")
     progress = progress or NullProgress()
-    runner = _TaggingRunner(options, output, _OneTotal(progress))
+    tag = _Tag()
+    runner = Runner(options, output, _OneTotal(progress), hooks=[tag])
     progress.begin(rounds * sum(len(item.workloads) * len(item.candidates) for item in plan))
     first = True
     for item in plan:
@@ -305,7 +302,7 @@ def run_interleaved(plan: list[PlanItem], options: RunOptions, output: Path,
                 for candidate in item.candidates:
                     waited = 0.0 if first else _cooldown(options.device, cooldown_max_s)["waited_s"]
                     first = False
-                    runner.tag = {"round": r, "of": rounds, "order": order, "cooldown_s": round(waited, 3)}
+                    tag.tag = {"round": r, "of": rounds, "order": order, "cooldown_s": round(waited, 3)}
                     runner.run([PlanItem(item.problem, [workload], [candidate])])
     return RunResult(runner.records, output, runner.run_id, runner.spec.id, options.device)
 
@@ -443,7 +440,8 @@ def profile_problems(
     match, e.g. ``("torch_eager", "triton_*")``; problems left with none are skipped."""
     from solbench.engine.profiling import ProfileSettings, ProfilingRunner, find_ncu, ncu_version
 
-    options = resolve_options(options, **settings)
+    # One lane at a time: the pass under ncu runs beside no other request (it replays the kernels).
+    options = resolve_options(options, **{**settings, "in_flight": 1})
     plan = plan_run(problems, solutions, workloads=workloads, log=log)
     if not workloads and not all_workloads:
         for item in plan:

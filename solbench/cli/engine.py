@@ -6,7 +6,6 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.progress import (
@@ -21,8 +20,8 @@ from rich.table import Table
 
 from solbench import api
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, plain
-from solbench.data.noise import noisy_reason
+from solbench.cli._common import console, err_console, fmt_time, plain, plain_line, run_settings
+from solbench.data.noise import NOISY_FLAG, noisy_reason
 from solbench.data.record import ResultRecord, Status
 from solbench.data.roofline import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
@@ -118,12 +117,12 @@ def results_tables(records: list[ResultRecord]) -> list[Table]:
             # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
             table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
                              overflow="ellipsis" if numeric else "fold")
-        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing)) for r in rows)
+        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)) for r in rows)
         if reasons:
             table.add_column("reason", overflow="fold", ratio=1, min_width=20)
         for r in rows:
             style = _STATUS_STYLE.get(r.status, "")
-            noisy = noisy_reason(r.timing) if r.status == Status.PASSED.value else None
+            noisy = noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None
             status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
             cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
                      sol_text(r.sol), plain(r.bound),
@@ -161,6 +160,18 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
     return tables
 
 
+def noisy_note(records: list[ResultRecord]) -> list[str]:
+    """One line when timings are noisy: how many, and whether the machine was busy while they ran."""
+    noisy = [r for r in records if NOISY_FLAG in r.flags]
+    if not noisy:
+        return []
+    busy = sum("machine_busy" in r.flags for r in noisy)
+    why = (f"the machine was busy during {busy} of them (other processes on its CPUs)" if busy else
+           "their spread is wide")
+    return [f"{len(noisy)} of {len(records)} timings are noisy ({why}): marked in the table; rerun on an idle "
+            "machine before ranking on them"]
+
+
 def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool,
             interleaved: bool = False) -> None:
     passed = sum(r.status == Status.PASSED.value for r in records)
@@ -181,73 +192,32 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
         raise typer.Exit(1)
 
 
-def _setting(name: str, *flags: str, **kw: Any) -> Any:
-    """A typer option for a RunOptions field: its default and help are the model's (declared there only)."""
-    field = api.RunOptions.model_fields[name]
-    default = None if field.default_factory is not None else field.default  # computed: its help says how
-    return typer.Option(default, *flags, help=kw.pop("help", field.description), **kw)
-
-
-def _plain_line(line: str) -> None:
-    """A line for the user on standard error, as it is (no markup): a shipped candidate skipped, ..."""
-    err_console.print(line, markup=False, highlight=False)
-
-
 @app.command()
+@run_settings()
 def run(
     problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
     solution: list[Path] = typer.Option(None, "--solution", "-s",
                                         help="candidate .py file (repeatable); default: the problem's solutions/*.py"),
-    device: str = _setting("device", "--device"),
-    gpu: str = _setting("gpu", "--gpu"),
     output: Path = typer.Option(None, "-o", "--output",
                                 help="JSONL file to append to (default results/runs/<date>.jsonl)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
-    timeout: float = _setting("timeout_s", "--timeout"),
-    compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
     small: bool = typer.Option(False, "--small", help="one workload 'small' at the problem's test_axes (quick CPU runs; "
                                "the default on a CPU when no --workload is named)"),
     all_workloads: bool = typer.Option(False, "--all-workloads", help="every workload, also on a CPU"),
     problems_dir: Path = typer.Option(None, "--problems", help="folder problems are named in (default: "
                                       "$SOLBENCH_PROBLEMS, else the shipped library)"),
-    seed: int = _setting("seed", "--seed"),
-    budget: float = _setting("budget_s", "--budget"),
-    rounds: int = _setting("rounds", "--rounds"),
-    timing_method: str = _setting("timing_method", "--timing-method"),
-    workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
-    interleave: int = _setting("interleave", "--interleave"),
-    cooldown: float = _setting("cooldown_max_s", "--cooldown"),
-    all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
-    guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
-                            f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
-    log_bytes: int = _setting("log_bytes", "--log-bytes"),
-    edge_rounds: bool = _setting("edge_rounds", " /--no-edge", show_default=False),
-    gpus: str = _setting("gpus", "--gpus"),
-    jobs: int = _setting("jobs", "--jobs"),
-    cluster: str = _setting("cluster", "--cluster"),
-    transport: str = _setting("transport", "--transport"),
-    jit_cache: str = _setting("jit_cache", "--jit-cache"),
-    worker_user: str = _setting("worker_user", "--worker-user"),
-    worker_read: list[str] = typer.Option(None, "--worker-read", help=api.RunOptions.model_fields["worker_reads"].description
-                                          + " (repeatable)"),
+    settings: dict = None,  # every RunOptions field as an option (run_settings)
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
-    options = api.resolve_options(
-        device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
-        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, interleave=interleave,
-        cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes, worker_user=worker_user,
-        edge_rounds=edge_rounds,
-        gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
-        worker_reads=tuple(worker_read) if worker_read else None,
-    )
+    options = api.resolve_options(**settings)
     if not options.guards:
         err_console.print(f"[yellow]warning:[/] guards off (--no-guards): engine-only checks, every record is flagged "
                           f"{GUARDS_OFF_FLAG}; never use this for untrusted code", highlight=False)
     with RichProgress(enabled=not quiet) as progress:
         result = api.run_problems(problems, solution or None, options, output=output, workloads=workload or (),
-                                  small=small, progress=progress, log=_plain_line, problems_dir=problems_dir,
+                                  small=small, progress=progress, log=plain_line, problems_dir=problems_dir,
                                   all_workloads=all_workloads)
     _finish(result.records, result.output, result.spec_id, result.device, as_json,
             interleaved=options.interleave > 0)
@@ -266,7 +236,7 @@ def demo(
     with RichProgress(enabled=not quiet) as progress:
         result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress,
                           log=lambda line: err_console.print(line, markup=False, highlight=False))
-    for note in result.notes:
+    for note in [*result.notes, *noisy_note(result.records)]:
         err_console.print(note, highlight=False)
     try:
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)

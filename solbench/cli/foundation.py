@@ -163,8 +163,10 @@ def list_problems(
 def specs(
     fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
 ) -> None:
-    """The hardware spec files: peaks, bandwidth, ridge point."""
-    all_specs = list_specs()
+    """The hardware spec files: peaks, bandwidth, ridge point; and cpu_estimate, the built-in CPU bound."""
+    from solbench.data.hardware import cpu_estimate_spec
+
+    all_specs = [*list_specs(), cpu_estimate_spec()]  # `--gpu cpu_estimate` names it like a file's id
     if fmt == ListFormat.json:
         typer.echo(json.dumps([s.model_dump(mode="json") for s in all_specs], indent=2))
         return

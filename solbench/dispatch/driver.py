@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import queue
-import secrets
 import threading
-import uuid
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -27,6 +25,7 @@ from solbench.data.problem import load_problem
 from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
 from solbench.dispatch.items import WorkItem, record_key, split_plan
+from solbench.engine.identity import RunIdentity
 from solbench.engine.options import RunOptions
 from solbench.engine.runner import NullProgress, PlanItem, Progress
 from solbench.engine.scoring import Evaluation, build_record
@@ -278,8 +277,8 @@ def executor_options(options: RunOptions) -> dict[str, Any]:
 
 def start_message(options: RunOptions) -> dict[str, Any]:
     """What every executor of a run starts from: the options, one run id and one base seed."""
-    seed = options.seed if options.seed is not None else secrets.randbits(63)  # secret: never written
-    return {"options": executor_options(options), "run_id": uuid.uuid4().hex[:12], "base_seed": seed,
+    identity = RunIdentity.new(options.seed)  # the base seed is secret: never written
+    return {"options": executor_options(options), "run_id": identity.run_id, "base_seed": identity.base_seed,
             "cwd": os.getcwd()}
 
 

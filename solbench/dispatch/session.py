@@ -19,7 +19,6 @@ import os
 import queue
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from solbench.data.problem import load_problem
 from solbench.data.record import ResultRecord
 from solbench.dispatch.items import WorkItem
+from solbench.engine.identity import RunIdentity
 from solbench.engine.options import RunOptions
 from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
@@ -62,11 +62,9 @@ class ExecutorSession:
         self.device_index: int | None = start.get("device_index")
         self.host = socket.gethostname()
         self.emit: Emit = lambda message: None
-        self._task_started = time.perf_counter()
-        self.runner = Runner(options, None, _Relay(self))
         # One run id and one secret base seed for every executor: all candidates see the same inputs.
-        self.runner.run_id = str(start["run_id"])
-        self.runner.base_seed = int(start["base_seed"])
+        identity = RunIdentity(run_id=str(start["run_id"]), base_seed=int(start["base_seed"]))
+        self.runner = Runner(options, None, _Relay(self), identity=identity)
 
     def hello(self) -> dict[str, Any]:
         r = self.runner
@@ -75,15 +73,11 @@ class ExecutorSession:
                 "environment": r.environment}
 
     def on_task(self, problem: str, workload: str, candidate: str) -> None:
-        self._task_started = time.perf_counter()
         self.emit({"kind": "task", "problem": problem, "workload": workload, "candidate": candidate})
 
     def on_record(self, record: ResultRecord) -> None:
         record.device_index = self.device_index
-        record.host = self.host
-        harness = (record.model_extra or {}).get("harness")
-        if isinstance(harness, dict):  # the record's whole time here: inputs, reference, worker, timing
-            harness["wall_s"] = round(time.perf_counter() - self._task_started, 6)
+        record.host = self.host  # its harness.wall_s: the engine's, the record's whole time in this executor
         self.emit({"kind": "record", "record": record.model_dump(mode="json")})
 
     def run(self, message: dict[str, Any], emit: Emit) -> None:
@@ -91,8 +85,7 @@ class ExecutorSession:
         self.emit = emit
         try:
             item = self.plan_item(WorkItem.from_message(message))
-            self.runner.discard_started(keep={(item.problem.name, str(c.path)) for c in item.candidates})
-            self.runner._run_problem(item, self._upcoming(message.get("ahead")))
+            self.runner.run_item(item, self._upcoming(message.get("ahead")))
         except Exception as err:  # noqa: BLE001 - the item's status, not the executor's end
             emit({"kind": "error", "reason": f"executor on {self.host}: {type(err).__name__}: {err}"[:2000]})
         finally:
@@ -122,8 +115,9 @@ class ExecutorSession:
             return None
 
     def close(self) -> None:
-        """Stop the workers started ahead for an item that never came."""
+        """Stop the workers started ahead for an item that never came, and the problem hosts."""
         self.runner.discard_started()
+        self.runner.close_hosts()
 
     def plan_item(self, item: WorkItem) -> PlanItem:
         """The engine's item, from files this executor can read; a candidate that differs from the driver's

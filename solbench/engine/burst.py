@@ -47,6 +47,7 @@ from solbench.data.record import Status
 from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, reference_outputs
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
+from solbench.settings import BURST_DEVICE_BUDGET_BYTES
 from solbench.timing.verify import bit_view
 
 TARGET_S = 0.05  # how long a burst lasts at the claimed time
@@ -64,7 +65,6 @@ OVERHEAD_FACTOR = 1.5
 MIN_WINDOW_S = 0.005
 DEVICE_TARGET_S = 1.0  # a GPU's second burst: long enough for several NVML utilisation samples
 MAX_DEVICE_CALLS = 200_000
-DEVICE_BUDGET_BYTES = 16 << 30
 MIN_NVML_SAMPLES = 3
 DEVICE_OVERHEAD_CALLS = 200  # calls of the harness's own loop traced in the parent (GPU)
 MIN_UTIL = 0.02  # below this the device did (almost) nothing NVML counts: judged by the wall time  # a shorter burst (outputs too large to keep enough calls) concludes nothing
@@ -345,13 +345,13 @@ def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type:
                 free_bytes: int | None = None) -> int:
     """The second burst's calls: as many on a CPU; on a GPU enough for ``DEVICE_TARGET_S`` at the wall
     time per call the first one showed (NVML's samples need that long), up to ``MAX_DEVICE_CALLS``, their
-    outputs within ``DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
+    outputs within ``BURST_DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
     worker's rows, the shared pool's and the parent's copies), and a third of the time left."""
     if device_type != "cuda":
         return calls
     per_call = result["wall_s"] / calls
     target = min(DEVICE_TARGET_S, max(deadline - time.monotonic(), 0.0) / 3)
-    budget = min(DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else DEVICE_BUDGET_BYTES * 8) // 8)
+    budget = min(BURST_DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else BURST_DEVICE_BUDGET_BYTES * 8) // 8)
     room = budget // max(out_bytes, 1)
     return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_DEVICE_CALLS, room))
 

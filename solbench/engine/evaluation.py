@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from solbench.data.record import Status
 from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
+from solbench.engine.gate import DeviceGate
+from solbench.engine.ledger import Ledger
 from solbench.engine.scoring import Evaluation
 from solbench.engine.telemetry import TelemetrySampler
 from solbench.engine.verification import (
@@ -56,6 +59,7 @@ from solbench.worker.candidate import CandidateFile
 from solbench.worker.client import WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
+EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
 
 
 @dataclass
@@ -89,6 +93,11 @@ class CandidateSlot:
     has_setup: bool = False  # the candidate defines setup(...): called once per workload, untimed
     log_start: int = 0
     startup: dict[str, float] = field(default_factory=dict)  # start and load times, for the next record
+    # The run's device gate (solbench.engine.gate): every request holds it, shared or, to be timed,
+    # alone. None: nothing else runs on the device to exclude.
+    gate: DeviceGate | None = None
+    ledger: Ledger | None = None  # the current record's: its waits for the gate are charged there
+    owner: str = ""  # the current record (problem/workload/candidate), for the gate's log
 
     def spawn(self) -> None:
         """Start the worker process now; it imports torch while other work goes on."""
@@ -104,14 +113,40 @@ class CandidateSlot:
         path = Path(self.candidate.path)
         return tuple(dict.fromkeys([str(path.absolute().parent), str(path.resolve().parent), *self.reads]))
 
+    def access(self, kind: str, long: bool = False) -> AbstractContextManager[None]:
+        """Hold the device gate for a request of this worker (a timed one, :data:`EXCLUSIVE`: alone; else shared)."""
+        if self.gate is None:
+            return nullcontext()
+        pid = self.client.proc.pid if self.client is not None and self.client.proc is not None else None
+        if kind in EXCLUSIVE:
+            return self.gate.exclusive(self.owner, kind, pid=pid, sink=self.ledger)
+        return self.gate.shared(self.owner, kind, long=long, pid=pid, sink=self.ledger)
+
+    def wait_up(self) -> None:
+        """Start the worker unless started ahead, and wait for it to be up (importing torch). On the
+        CPU a start here holds the gate: its imports load the cores a timing runs on."""
+        if self.load_failure is not None:
+            return
+        here = self.state == "none" and not self.device.startswith("cuda")
+        with self.access("start", long=True) if here else nullcontext():
+            waited = time.monotonic()
+            self.spawn()
+            self._wait_ready(waited)
+
+    def _wait_ready(self, waited: float | None = None) -> None:
+        if self.state != "spawned" or self.client is None or self.client.ready:
+            return
+        waited = time.monotonic() if waited is None else waited
+        self.client.wait_ready(WORKER_START_TIMEOUT_S)
+        self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
+
     def send_load(self, compile_timeout_s: float) -> None:
         """Wait for the worker to be up and ask it to import the candidate (the reply is read later)."""
         self.spawn()
         if self.state != "spawned" or self.client is None:
             return
-        waited = time.monotonic()
-        self.client.wait_ready(WORKER_START_TIMEOUT_S)
-        self.startup["worker_wait_s"] = time.monotonic() - waited  # what a worker started ahead did not hide
+        self._wait_ready()
+        self.load_sent_at = time.monotonic()
         try:
             self.client.send({"op": "load", "path": str(self.candidate.path), "device": self.device,
                               "inputs": list(self.inputs) if self.inputs is not None else None,
@@ -119,10 +154,17 @@ class CandidateSlot:
         except WorkerFailure as err:
             self._load_failed(failure_from_worker(err, _IMPORT, _compile_limit(compile_timeout_s)))
             return
-        self.state, self.load_sent_at = "loading", time.monotonic()
+        self.state = "loading"
 
     def ensure_worker(self, compile_timeout_s: float) -> Evaluation | None:
         """Make sure a loaded worker is ready. Returns the load failure, or None when ready."""
+        self.wait_up()
+        if self.state == "spawned" or self.state == "loading":
+            with self.access("load", long=True):  # the import may touch the device (CUDA init, compile)
+                return self._load(compile_timeout_s)
+        return self._load(compile_timeout_s)
+
+    def _load(self, compile_timeout_s: float) -> Evaluation | None:
         self.send_load(compile_timeout_s)
         if self.load_failure is not None:
             return self.load_failure
@@ -206,6 +248,11 @@ class EvaluationContext:
     gpu_uuid: str | None = None
     telemetry: dict[str, Any] = field(default_factory=dict)
     harness: dict[str, float] = field(default_factory=dict)  # where the harness's wall time went
+    ledger: Ledger = field(default_factory=Ledger)  # the record's waits (solbench.engine.ledger)
+
+    def clock(self) -> float:
+        """The work clock: stops while the record waits for the device (deadlines and phases count work)."""
+        return self.ledger.clock()
 
     @property
     def device_type(self) -> str:
@@ -278,7 +325,7 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     cases = ctx.cases
     problem = cases.problem
     expect = [{"shape": list(problem.shape(n, cases.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
-    deadline = time.monotonic() + ctx.timeout_s
+    deadline = ctx.clock() + ctx.timeout_s
     workload_limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
     findings: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []
@@ -286,65 +333,71 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                                    "max_mismatch_ratio": cases.tolerance.max_mismatch_ratio, "rounds": rounds}
     phase = "round 1"
     timing: dict[str, Any] = {}
-    clock = time.monotonic()
+    clock = ctx.clock()
     first = False
     try:
         if slot.has_setup:
             phase = "setup"
             _add_findings(findings, _run_setup(slot, ctx))
-            deadline, clock = time.monotonic() + ctx.timeout_s, time.monotonic()
+            deadline, clock = ctx.clock() + ctx.timeout_s, ctx.clock()
         for r, case in enumerate(cases.rounds):
             phase = f"round {r + 1}"
             # The first call of a fresh worker may compile (Triton JIT, load_inline): it gets the
             # compile timeout, and the workload's own timeout starts after it.
             first = slot.first_call
             slot.first_call = False
-            limit = ctx.compile_timeout_s if first else max(deadline - time.monotonic(), 0.001)
-            reply = _request(slot, {"op": "call", "inputs": list(case.inputs.values()), "expect": expect},
-                             limit, message_bytes([case]), phase,
-                             _compile_limit(ctx.compile_timeout_s) if first else workload_limit)
+            limit = ctx.compile_timeout_s if first else max(deadline - ctx.clock(), 0.001)
+            with slot.access("round", long=first):  # a first call may compile: long
+                reply = _request(slot, {"op": "call", "inputs": list(case.inputs.values()), "expect": expect},
+                                 limit, message_bytes([case]), phase,
+                                 _compile_limit(ctx.compile_timeout_s) if first else workload_limit)
             if first:
-                deadline = time.monotonic() + ctx.timeout_s
-                ctx.harness["first_call_s"] = time.monotonic() - clock
+                deadline = ctx.clock() + ctx.timeout_s
+                ctx.harness["first_call_s"] = ctx.clock() - clock
             _add_findings(findings, _findings(reply) + processes_left(slot))
-            rounds.append({"round": r + 1, "outputs": _check_call(ctx, case, reply, phase)})
-        ctx.harness["rounds_s"] = time.monotonic() - clock
-        clock = time.monotonic()
+            with slot.access("check"):  # the comparison may run on the device
+                rounds.append({"round": r + 1, "outputs": _check_call(ctx, case, reply, phase)})
+        ctx.harness["rounds_s"] = ctx.clock() - clock
+        clock = ctx.clock()
         phase = "timing"
         config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
         plan = draw_plan(cases, ctx.timing_config.min_samples)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
-        with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
-            try:
-                reply = _request(slot, header, max(deadline - time.monotonic(), 0.001),
-                                 message_bytes(cases.sets) + reply_bytes(plan), "timing", workload_limit)
-            finally:
-                sampler.stop()
-                ctx.telemetry.update(sampler.result())
-        ctx.harness["timing_request_s"] = time.monotonic() - clock
-        clock = time.monotonic()
-        _add_findings(findings, _findings(reply) + processes_left(slot))
-        timing = _valid_timing(reply.get("timing"))
-        # The burst right after the timing (one window with it for a scheduler that times one worker
-        # at a time); the parent's re-check of the timed outputs after it.
-        phase = "burst"
-        _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline, correctness)
-        _add_findings(findings, window.findings())
-        ctx.harness["burst_s"] = time.monotonic() - clock
-        clock = time.monotonic()
+        # The timing and the burst right after it (clocked by the parent): one window, the device alone.
+        with slot.access("time"):
+            with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
+                try:
+                    reply = _request(slot, header, max(deadline - ctx.clock(), 0.001),
+                                     message_bytes(cases.sets) + reply_bytes(plan), "timing", workload_limit)
+                finally:
+                    sampler.stop()
+                    ctx.telemetry.update(sampler.result())
+            ctx.harness["timing_request_s"] = ctx.clock() - clock
+            clock = ctx.clock()
+            _add_findings(findings, _findings(reply) + processes_left(slot))
+            timing = _valid_timing(reply.get("timing"))
+            phase = "burst"
+            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
+            _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline + ctx.ledger.waited,
+                   correctness)
+            _add_findings(findings, window.findings())
+            ctx.harness["burst_s"] = ctx.clock() - clock
+        clock = ctx.clock()
         phase = "timing"
-        correctness["timed"] = _recheck_timed(ctx, reply, plan)
-        ctx.harness["recheck_s"] = time.monotonic() - clock
+        with slot.access("recheck"):  # references for edited inputs, comparisons: device work
+            correctness["timed"] = _recheck_timed(ctx, reply, plan)
+        ctx.harness["recheck_s"] = ctx.clock() - clock
         if cases.edge:
-            clock, phase = time.monotonic(), "edge rounds"
+            clock, phase = ctx.clock(), "edge rounds"
             ctx.harness["edge_prepare_s"] = cases.edge_prepare_s
             correctness["edge"] = {"run": [], "skipped": [], "failed": []}
             _edge_rounds(slot, ctx, correctness["edge"], findings)
-            ctx.harness["edge_s"] = time.monotonic() - clock
+            ctx.harness["edge_s"] = ctx.clock() - clock
         phase = "done"
     except _Stop as stop:
+        _charge_failed(ctx, phase, clock)
         ev = stop.evaluation
         # A first call that hung through the compile timeout gets no second one in later workloads.
         slot.first_call_timed_out = slot.first_call_timed_out or (first and ev.status == Status.TIMEOUT)
@@ -353,10 +406,26 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         ev.timing = timing  # kept when the re-check of the timed outputs failed
         return ev
     except MalformedReply as err:
+        _charge_failed(ctx, phase, clock)
         return Evaluation(Status.RUNTIME_ERROR, f"worker protocol violation in {phase}: {err}", phase,
                           correctness=correctness, findings=findings)
     correctness["passed"] = True
     return Evaluation(Status.PASSED, None, phase, timing=timing, correctness=correctness, findings=findings)
+
+
+def _charge_failed(ctx: EvaluationContext, phase: str, clock: float) -> None:
+    """The phase a failure ended, charged up to the failure (the record's wall stays accounted for)."""
+    if phase == "setup":
+        key = "setup_s"
+    elif phase.startswith("round"):
+        key = "rounds_s"
+    elif phase == "burst":
+        key = "burst_s"
+    elif phase.startswith("edge"):
+        key = "edge_s"
+    else:
+        key = "recheck_s" if "timing_request_s" in ctx.harness else "timing_request_s"
+    ctx.harness.setdefault(key, ctx.clock() - clock)
 
 
 def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, list],
@@ -367,7 +436,7 @@ def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, 
     the others the workload's."""
     problem, tol = ctx.cases.problem, ctx.cases.tolerance
     compiled: set[tuple] = set()
-    deadline = time.monotonic() + ctx.timeout_s
+    deadline = ctx.clock() + ctx.timeout_s
     for r in ctx.cases.edge:
         if r.skipped:
             report["skipped"].append(r.entry())
@@ -377,19 +446,21 @@ def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, 
         signature = (tuple(r.axes.items()), repr(r.layouts))
         first = signature not in compiled
         compiled.add(signature)
-        limit = ctx.compile_timeout_s if first else max(deadline - time.monotonic(), 0.001)
+        limit = ctx.compile_timeout_s if first else max(deadline - ctx.clock(), 0.001)
         expect = [{"shape": list(problem.shape(n, r.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
         case = Case(0, r.inputs, r.expected)
         try:
-            reply = _request(slot, {"op": "call", "inputs": r.sent, "expect": expect, "layouts": r.layouts}, limit,
-                             case.tensor_bytes() + 4096, where,
-                             _compile_limit(ctx.compile_timeout_s) if first else "the workload's timeout")
+            with slot.access("edge", long=first):  # a call at a new shape may recompile: long
+                reply = _request(slot, {"op": "call", "inputs": r.sent, "expect": expect, "layouts": r.layouts},
+                                 limit, case.tensor_bytes() + 4096, where,
+                                 _compile_limit(ctx.compile_timeout_s) if first else "the workload's timeout")
             _add_findings(findings, _findings(reply) + processes_left(slot))
-            check = check_outputs(reply.get("outputs"), r.expected, ctx.device_type, r.atol, tol.rtol,
-                                  tol.max_mismatch_ratio)
-            if not check.passed:
-                raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
-            _check_inputs(ctx, case, reply.get("inputs_after"), where)
+            with slot.access("check"):  # the comparison may run on the device
+                check = check_outputs(reply.get("outputs"), r.expected, ctx.device_type, r.atol, tol.rtol,
+                                      tol.max_mismatch_ratio)
+                if not check.passed:
+                    raise _Stop(Evaluation(Status.INCORRECT, f"{where}: {check.reason}", where))
+                _check_inputs(ctx, case, reply.get("inputs_after"), where)
         except _Stop as stop:
             ev = stop.evaluation
             status = Status.INCORRECT if ev.status == Status.RUNTIME_ERROR else ev.status
@@ -446,10 +517,11 @@ def setup_inputs(cases: WorkloadCases) -> list[Any]:
 
 def _run_setup(slot: CandidateSlot, ctx: EvaluationContext) -> list[dict[str, Any]]:
     """The candidate's setup(...), untimed, within the compile timeout (it may compile or autotune)."""
-    clock = time.monotonic()
-    header = {"op": "setup", "inputs": setup_inputs(ctx.cases)}
-    reply = _request(slot, header, ctx.compile_timeout_s, 4096, "setup", _compile_limit(ctx.compile_timeout_s))
-    ctx.harness["setup_s"] = time.monotonic() - clock
+    clock = ctx.clock()
+    with slot.access("setup", long=True):  # may compile or autotune
+        header = {"op": "setup", "inputs": setup_inputs(ctx.cases)}
+        reply = _request(slot, header, ctx.compile_timeout_s, 4096, "setup", _compile_limit(ctx.compile_timeout_s))
+    ctx.harness["setup_s"] = ctx.clock() - clock
     return _findings(reply) + processes_left(slot)
 
 

@@ -92,6 +92,9 @@ class RunOptions(BaseModel):
     workers_ahead: int = Field(default_factory=default_workers_ahead,
                                description="workers started (importing torch) while another candidate runs "
                                            "(default: by core count)")
+    in_flight: int = Field(0, description="(problem, candidate) lanes in flight at once: their starts, compiles, "
+                                          "inputs, references and checks overlap; only timing windows are "
+                                          "exclusive (0: half the cores, 1 to 8; 1: one at a time)")
     interleave: int = Field(0, description="run the candidates A, B, A, B, ... this many rounds per workload, "
                                            "a record each, so power history does not pick the winner (0: off)")
     cooldown_max_s: float = Field(COOLDOWN_MAX_S, description="with interleave: most seconds to wait between items for the "
@@ -144,6 +147,8 @@ class RunOptions(BaseModel):
             raise SolbenchError(f"--rounds {self.rounds}: at least {MIN_ROUNDS} correctness rounds are needed")
         if self.workers_ahead < 0:
             raise SolbenchError("--workers-ahead must be 0 or more")
+        if self.in_flight < 0:
+            raise SolbenchError("--in-flight must be 0 (by core count) or more")
         for name in _SECONDS:
             if not getattr(self, name) > 0:
                 raise SolbenchError(f"{name.removesuffix('_s')} must be a positive number of seconds")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -70,6 +71,8 @@ class ProblemHost:
     client: Any = None
     starts: int = 0  # processes started (a failure stops one; the next request starts another)
     _cache: dict[tuple, Any] = field(default_factory=dict)
+    # One request at a time: a run's lanes share a workload's references (solbench.engine.pipeline).
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # lifecycle
     def expect(self, folders: Any) -> ProblemHost:
@@ -119,13 +122,14 @@ class ProblemHost:
         from solbench.worker.client import WorkerFailure, clean_log
 
         label = problem.path or problem.name
-        client = self._client(problem)
-        try:
-            reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
-                                   reply_bytes + _SLACK)
-        except WorkerFailure as err:
-            self.close()
-            raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
+        with self._lock:
+            client = self._client(problem)
+            try:
+                reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
+                                       reply_bytes + _SLACK)
+            except WorkerFailure as err:
+                self.close()
+                raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
         if reply.get("ok") is True:
             return reply
         message = clean_log(str(reply.get("message") or "failed")).replace("\n", " ")[:_MESSAGE_CHARS]

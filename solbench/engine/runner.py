@@ -23,8 +23,11 @@ their guards, and every record is flagged ``guards-off``.
 
 from __future__ import annotations
 
-import secrets
-import uuid
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -35,14 +38,31 @@ from solbench.data.record import ResultRecord, Status
 from solbench.data.results import append_records
 from solbench.data.roofline import RooflinePoint
 from solbench.engine.cases import WorkloadCases, prepare_cases
-from solbench.engine.environment import collect_environment, device_name
+from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
+from solbench.engine.gate import DeviceGate
+from solbench.engine.identity import RunIdentity
+from solbench.engine.ledger import Ledger
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
-from solbench.engine.problem_host import new_host
+from solbench.engine.pipeline import (
+    CACHE_SHARE,
+    TIMING_BATCH_DELAY_S,
+    CasesCache,
+    Lane,
+    MemoryGate,
+    default_in_flight,
+    memory_budget,
+    record_bytes,
+    run_lanes,
+    timing_batch,
+)
+from solbench.engine.problem_host import ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
+from solbench.errors import ProblemError
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
+from solbench.settings import WINDOW_STOP_WAIT_S
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
 from solbench.worker.jitcache import cache_key, source_digest
@@ -89,30 +109,33 @@ class ReviewContext:
     device: str
 
 
+RecordHook = Callable[[ResultRecord, "ReviewContext"], None]
+
+
 @dataclass
 class Runner:
-    """Runs plans under one set of options: one spec, run id and base seed for all its records."""
+    """Runs plans under one set of options: one spec, run identity (id and base seed) for all its records.
+
+    ``hooks`` are called with each record (and what it was made from) before it is written; they
+    may add to it (the interleave tag, a profile). The schedule is :mod:`solbench.engine.pipeline`'s:
+    ``RunOptions.in_flight`` lanes at once, one device gate (:attr:`gate`) for all their requests.
+    """
 
     options: RunOptions
     output: Path | None  # None: write nothing, records go to progress.record (solbench.dispatch)
     progress: Progress = field(default_factory=NullProgress)
+    identity: RunIdentity | None = None  # None: a new one (the options' seed, else a secret random one)
+    hooks: list[RecordHook] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.spec, self.roof_kind = resolve_spec(self.options.device, self.options.gpu)
-        self.run_id = uuid.uuid4().hex[:12]
-        # Secret unless given: the seeds are never written while the run is going on, so no
-        # candidate can read them from an earlier record and predict its inputs.
-        self.base_seed = self.options.seed if self.options.seed is not None else secrets.randbits(63)
+        self.identity = self.identity or RunIdentity.new(self.options.seed)
         if self.options.guards:
             # Best effort: a worker (same user) can no longer ptrace the parent or read its memory
             # (the secret base seed, the reference outputs).
             make_undumpable()
         if self.options.device.startswith("cuda"):
-            import torch
-
-            dev = torch.device(self.options.device)
-            if dev.index is not None:  # plain "cuda" means the current device
-                torch.cuda.set_device(dev)
+            self._use_device()
         self.environment = collect_environment(self.options.device)
         self.environment["seed"] = self.options.seed  # null: a random seed, kept secret
         self.device_name = device_name(self.options.device, self.environment)
@@ -121,26 +144,192 @@ class Runner:
         self.account = resolve_account(self.options.worker_user)  # None: workers keep this user
         # device: each worker gets a GPU pool shared with it alone (solbench.worker.devwire); else memfd.
         self.transport, self.transport_note = resolve_transport(self.options)
-        self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # the next problem's workers, started ahead
-        # The problems' own code (generators, references, cost hooks) runs in one sandboxed host, kept
-        # for every workload; started on first use, stopped at exit (solbench.worker.cleanup).
-        opts = self.options
-        self.host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+        self.in_flight = self.options.in_flight or default_in_flight(self.options.device, cpu_count())
+        # Every request of every lane holds it: timing windows alone, in batches of half the lanes.
+        self.gate = DeviceGate(batch=timing_batch(self.in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
+        budget = memory_budget(self.options.device)
+        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)))
+        self.cases = CasesCache(int(budget * CACHE_SHARE), size=_cases_bytes)
+        self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
+        self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
+        self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
+        # The problems' own code (generators, references, cost hooks) runs in sandboxed hosts
+        # (solbench.engine.problem_host), one per lane thread, each kept for all its workloads, started
+        # on first use and stopped when the run ends (or at exit).
+        self._hosts: dict[int, ProblemHost] = {}
+        self._folders: set[str] = set()
+        self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
+        self._aborted = False
+        self._stop = threading.Event()  # the current run's: set, no new record starts
         sweep_dead_workers()
 
+    @property
+    def run_id(self) -> str:
+        assert self.identity is not None
+        return self.identity.run_id
+
+    @property
+    def base_seed(self) -> int:
+        assert self.identity is not None
+        return self.identity.base_seed
+
+    def _use_device(self) -> None:
+        import torch
+
+        dev = torch.device(self.options.device)
+        if dev.index is not None:  # plain "cuda" means the current device
+            torch.cuda.set_device(dev)
+
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
+        """Run a whole plan (every item's lanes, pipelined); the records, in the order they were made."""
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
         with stop_on_signals():
             try:
-                for i, item in enumerate(plan):
-                    self._run_problem(item, plan[i + 1] if i + 1 < len(plan) else None)
+                self._run_lanes(lanes_of(plan))
             finally:
                 self.discard_started()
+                self.close_hosts()
         return self.records
+
+    def run_item(self, item: PlanItem, upcoming: PlanItem | None = None) -> list[ResultRecord]:
+        """Run one item (a problem, its workloads, its candidates); ``upcoming``, the item expected
+        next, gets workers started ahead meanwhile. Its records, also handed to progress and hooks."""
+        before = len(self.records)
+        self.discard_started(keep={(item.problem.name, str(c.path)) for c in item.candidates})
+        self._run_lanes(lanes_of([item]), lanes_of([upcoming]) if upcoming is not None else [])
+        return self.records[before:]
+
+    def stop(self) -> None:
+        """Start no new record (from any thread): those in flight finish and are written, the run returns."""
+        self._stop.set()
+
+    def _run_lanes(self, lanes: list[Lane], upcoming: list[Lane] = ()) -> None:
+        self.cases.expect(lanes)
+        with self._lock:  # one host process per lane serves every problem of the run: no restart per folder
+            self._folders.update(str(lane.problem.folder.resolve()) for lane in [*lanes, *upcoming])
+        self.gate.pause = self._pause_others
+        stop = self._stop = threading.Event()
+        queue = [*lanes, *upcoming]
+        try:
+            run_lanes(lanes, lambda lane: self._run_lane(lane, stop), self.in_flight, stop,
+                      started=lambda i: self._start_ahead(queue, i))
+        except BaseException:
+            self._aborted = True  # records of workers killed now are not the candidates' doing
+            self._retire_active()
+            raise
+        finally:
+            self._begun.clear()
+
+    def _run_lane(self, lane: Lane, stop: threading.Event) -> None:
+        """One candidate over its workloads on one worker (a fresh one after any failure)."""
+        if self.options.device.startswith("cuda"):
+            self._use_device()  # this thread's current device: the run's
+        slot = self._slot(lane.candidate, lane.problem)
+        slot.gate = self.gate
+        with self._lock:
+            self._active[id(slot)] = slot
+        done = 0
+        try:
+            for workload in lane.workloads:
+                if stop.is_set():
+                    break
+                self._run_workload(slot, lane.problem, workload)
+                done += 1
+        finally:
+            self.cases.skip(lane.problem, lane.workloads[done:])
+            slot.retire()
+            with self._lock:
+                self._active.pop(id(slot), None)
+
+    def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload) -> None:
+        """One record. One that ran out of device memory beside others runs again alone (the
+        memory held by the records in flight is an estimate; running out is not the candidate's doing)."""
+        slot.owner = f"{problem.name}/{workload.name}/{slot.candidate.name}"
+        with self._lock:
+            self.progress.task(problem.name, workload.name, slot.candidate.name)
+        ledger = Ledger()
+        record = self._attempt(slot, problem, workload, ledger, alone=False)
+        if record is None:
+            spent = ledger.wall()
+            ledger = Ledger(start=ledger.start)
+            ledger.wait("memory_retry_s", spent)
+            record = self._attempt(slot, problem, workload, ledger, alone=True)
+        assert record is not None
+        self._emit(record, ledger)
+
+    def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
+                 alone: bool) -> ResultRecord | None:
+        """The record, or None when it ran out of device memory beside other records (retry alone)."""
+        slot.ledger = ledger
+        held = self.memory.acquire(record_bytes(problem, workload, self.options.rounds), ledger, alone=alone)
+        try:
+            with ledger.phase("cases_s"):
+                # The same seeds for every candidate: all of them see the same inputs, made once.
+                cases, roof = self.cases.take(problem, workload, lambda: self._make_cases(problem, workload, ledger))
+            record = self._run_one(slot, cases, roof)
+        except (ProblemError, RuntimeError, MemoryError) as err:
+            if alone or not _out_of_memory(str(err)):
+                raise
+            slot.retire()
+            return None
+        finally:
+            self.memory.release(held)
+            with ledger.phase("verdict_s"):
+                self._free_device_memory(slot.owner, ledger)
+        if not alone and record.status != Status.PASSED and _out_of_memory(record.reason or ""):
+            slot.retire()
+            return None
+        return record
+
+    def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
+        """The workload's inputs and reference outputs, and its roofline point (a cost hook counts the
+        work of the inputs timed, the sets); made on the device by this lane's problem host, holding the
+        gate shared."""
+        host = self.host()
+        ref_fn, gen_fn = host.functions(problem)
+        opts = self.options
+        with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
+            cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device, rounds=opts.rounds,
+                                  ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes, edge=opts.edge_rounds)
+            roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
+        return cases, roof
+
+    def host(self) -> ProblemHost:
+        """This thread's problem host (made on first use; it may read every problem folder of the run)."""
+        key = threading.get_ident()
+        with self._lock:
+            host = self._hosts.get(key)
+            if host is None:
+                opts = self.options
+                host = self._hosts[key] = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+            host.expect(self._folders)
+        return host
+
+    def close_hosts(self) -> None:
+        """Stop the problem hosts (a later request starts one again)."""
+        with self._lock:
+            hosts, self._hosts = list(self._hosts.values()), {}
+        for host in hosts:
+            host.close()
+
+    def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
+        """Hooks, the results file, progress: one record at a time."""
+        with self._lock:
+            if self._aborted:
+                return
+            harness = (record.model_extra or {}).get("harness")
+            if isinstance(harness, dict):
+                harness.update({k: round(v, 6) for k, v in ledger.phases.items()})
+                harness["wall_s"] = round(ledger.wall(), 6)
+            if self.output is not None:  # None: an executor's runner, whose driver writes
+                append_records(self.output, [record])
+            self.records.append(record)
+            self.progress.record(record)
 
     def _slot(self, candidate: CandidateFile, problem: Problem) -> CandidateSlot:
         """The candidate's slot for this problem: the one started ahead for it, or a new one."""
-        started = self._prestarted.pop((problem.name, str(candidate.path)), None)
+        with self._lock:
+            started = self._prestarted.pop((problem.name, str(candidate.path)), None)
         if started is not None:
             return started
         opts = self.options
@@ -163,48 +352,68 @@ class Runner:
     def discard_started(self, keep: set[tuple[str, str]] = frozenset()) -> None:
         """Stop the workers started ahead for a problem that will not run here (all but ``keep``:
         (problem name, candidate path) keys)."""
-        for key in [k for k in self._prestarted if k not in keep]:
-            self._prestarted.pop(key).retire()
+        with self._lock:
+            gone = [self._prestarted.pop(k) for k in [k for k in self._prestarted if k not in keep]]
+        for slot in gone:
+            slot.retire()
 
-    def _run_problem(self, item: PlanItem, upcoming: PlanItem | None = None) -> None:
-        """Run one (problem, candidates) item; ``upcoming``, the item that follows, gets its workers
-        started ahead while this one's last candidates run (within ``workers_ahead``)."""
-        problem, opts = item.problem, self.options
-        ref_fn, gen_fn = self.host.functions(problem)
-        slots = [self._slot(c, problem) for c in item.candidates]
-        roofs: dict[str, RooflinePoint] = {}
-        try:
-            for i, slot in enumerate(slots):
-                # One candidate at a time: while it runs, no other candidate's code is alive to
-                # disturb it (workers started ahead have imported torch, not their candidate).
-                self._start_ahead(slots[i + 1:], upcoming)
-                for workload in item.workloads:
-                    self.progress.task(problem.name, workload.name, slot.candidate.name)
-                    # The same seeds for every candidate: all of them see the same inputs.
-                    cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
-                                          rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
-                                          edge=opts.edge_rounds)
-                    if workload.name not in roofs:
-                        # A cost hook counts the work of the inputs timed (the sets), not of the shapes.
-                        roofs[workload.name] = timed_point(problem, workload, self.spec, cases.axes,
-                                                           [c.inputs for c in cases.sets], self.host)
-                    record = self._run_one(slot, cases, roofs[workload.name])
-                    if self.output is not None:  # None: an executor's runner, whose driver writes
-                        append_records(self.output, [record])
-                    self.records.append(record)
-                    self.progress.record(record)
-                    del cases
-                    self._free_device_memory()
-                slot.retire()
-        finally:
-            for slot in slots:
-                slot.retire()
+    def _pause_others(self, timed: int | None) -> Callable[[], None]:
+        """Stop every worker of the run but the timed one (``timed``: its pid), each with all it
+        started (its process group); the function returned starts them again."""
+        with self._lock:
+            slots = [*self._active.values(), *self._prestarted.values()]
+        groups = [p.pid for s in slots for p in [s.client.proc if s.client is not None else None]
+                  if p is not None and p.pid != timed and p.poll() is None]
+        stopped = [g for g in groups if _signal_group(g, signal.SIGSTOP)]
+        deadline = time.monotonic() + WINDOW_STOP_WAIT_S
+        for pid in stopped:  # a stop signal takes effect when the process is next scheduled: wait for it
+            _wait_stopped(pid, deadline)
+        return lambda: [_signal_group(g, signal.SIGCONT) for g in stopped] and None
+
+    def _retire_active(self) -> None:
+        with self._lock:
+            active = list(self._active.values())
+        for slot in active:
+            slot.retire()
+
+    def start_ahead(self, item: PlanItem) -> None:
+        """Start the workers of an item expected to run here next (as many as :meth:`_room` allows)."""
+        self._spawn_ahead(lanes_of([item]))
+
+    def _start_ahead(self, queue: list[Lane], index: int) -> None:
+        """Lane ``index`` starts: start the workers of the lanes after it (they import torch meanwhile)."""
+        with self._lock:
+            self._begun.add(_key(queue[index]))
+        self._spawn_ahead(queue[index + 1:])
+
+    def _spawn_ahead(self, lanes: list[Lane]) -> None:
+        """Start the workers of the first lanes not begun yet: ``workers_ahead`` of them (on CUDA at
+        least as many as lanes in flight; on the CPU a worker started in its lane holds the gate). They do not load their candidate (which may compile, autotune or
+        touch the GPU) until it is their turn."""
+        room = self.options.workers_ahead
+        if self.options.device.startswith("cuda"):  # on a GPU their imports load the CPU only, not the device
+            room = max(room, self.in_flight if self.in_flight > 1 else 0)
+        with self._lock:
+            for lane in [lane for lane in lanes if _key(lane) not in self._begun][:room]:
+                key = _key(lane)
+                if key not in self._prestarted:
+                    self._prestarted[key] = self._slot(lane.candidate, lane.problem)
+                self._prestarted[key].spawn()
 
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
         opts = self.options
         ctx = EvaluationContext(cases, opts.device, opts.timeout_s, opts.compile_timeout_s, self.timing,
-                                self.environment.get("gpu_uuid"))
+                                self.environment.get("gpu_uuid"), ledger=slot.ledger or Ledger())
         evaluation = self._evaluate(slot, ctx)
+        # The parent's own CPU work holds the gate too: a parent-clocked burst and a timing on the CPU
+        # run beside none of it.
+        with ctx.ledger.phase("verdict_s"), self.gate.shared(slot.owner, "verdict", sink=ctx.ledger):
+            return self._finish(slot, ctx, evaluation, roof)
+
+    def _finish(self, slot: CandidateSlot, ctx: EvaluationContext, evaluation: Evaluation,
+                roof: RooflinePoint) -> ResultRecord:
+        """The verdict, the record (with its harness times), the hooks."""
+        opts, cases = self.options, ctx.cases
         ctx.harness.update(slot.startup)
         used = slot.transport_used()  # the route this record's tensors took, and why memfd if it fell back
         if used["transport"] == "memfd" and self.transport_note:
@@ -222,24 +431,9 @@ class Runner:
         )
         if evaluation.status != Status.PASSED:
             slot.retire()  # a failed worker may be poisoned (CUDA error, stray threads)
+        for hook in self.hooks:
+            hook(record, context)
         return record
-
-    def _start_ahead(self, upcoming: list[CandidateSlot], next_item: PlanItem | None = None) -> None:
-        """Start up to ``workers_ahead`` of the next candidates' workers: they import torch meanwhile;
-        the room left goes to the first candidates of the next problem.
-
-        They do not load their candidate (which may compile, autotune or touch the GPU) until it is
-        their turn.
-        """
-        room = self.options.workers_ahead
-        for slot in upcoming[:room]:
-            slot.spawn()
-        room -= len(upcoming[:room])
-        for candidate in next_item.candidates[:room] if next_item is not None else ():
-            key = (next_item.problem.name, str(candidate.path))
-            if key not in self._prestarted:
-                self._prestarted[key] = self._slot(candidate, next_item.problem)
-            self._prestarted[key].spawn()
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         failure = slot.ensure_worker(self.options.compile_timeout_s)
@@ -257,8 +451,51 @@ class Runner:
             evaluation.correctness["findings"] = evaluation.findings
         return evaluation
 
-    def _free_device_memory(self) -> None:
+    def _free_device_memory(self, owner: str, ledger: Ledger | None) -> None:
+        """Give the parent's cached, unused device memory back, for the workers (device work: shared)."""
         if self.options.device.startswith("cuda"):
             import torch
 
-            torch.cuda.empty_cache()
+            with self.gate.shared(owner, "free", sink=ledger):
+                torch.cuda.empty_cache()
+
+
+def lanes_of(plan: list[PlanItem]) -> list[Lane]:
+    """The plan's lanes: per item, one per candidate, in the plan's order (a problem's candidates
+    side by side, so they share its inputs and reference outputs while both are in flight)."""
+    return [Lane(item.problem, list(item.workloads), c) for item in plan for c in item.candidates]
+
+
+def _cases_bytes(value: tuple[WorkloadCases, RooflinePoint]) -> int:
+    """The parent's bytes of a workload's inputs and reference outputs (rounds and timing sets)."""
+    return sum(c.tensor_bytes() for c in [*value[0].rounds, *value[0].sets])
+
+
+def _out_of_memory(text: str) -> bool:
+    return "out of memory" in text.lower()
+
+
+def _wait_stopped(pid: int, deadline: float) -> None:
+    """Wait (until ``deadline``) for process ``pid`` to be stopped (or gone), as /proc tells."""
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in (b"T", b"t", b"Z", b"X"):
+            return
+        time.sleep(0.0005)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Signal a worker's process group (its session: it and all it started); False if it is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _key(lane: Lane) -> tuple[str, str]:
+    return (lane.problem.name, str(lane.candidate.path))

@@ -127,7 +127,7 @@ def build_record(
     flags = list(evaluation.flags)
     if roof_kind == "estimate":
         flags.append(CPU_ESTIMATE_ID)
-    for key in ("power_throttled", "thermal_throttled"):
+    for key in ("power_throttled", "thermal_throttled", "machine_busy"):
         if telemetry.get(key):
             flags.append(key)
     flags.extend(f for f in evaluation.timing.get("flags", []) or [] if isinstance(f, str))

@@ -153,7 +153,7 @@ def print_leaderboard(lb: Leaderboard, console: Console | None = None, *, notes:
             table.add_row(*(Text(c) for c in cells), style=style)
         console.print(table)
     console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
-                       f". SOL against {lb.roof_phrase}; ranked by passed, then geomean SOL.", style="dim"))
+                       f". SOL against {lb.roof_phrase}; ranked: no failure first, then passed, then geomean SOL.", style="dim"))
     if attainable_note(lb):
         console.print(Text(attainable_note(lb), style="dim"))
     for w in lb.notes if notes else ():

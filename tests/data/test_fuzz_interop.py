@@ -35,6 +35,7 @@ from solbench.errors import SolbenchError  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_fuzz_files import DEEP, VALUES, _apply_to, _paths  # noqa: E402
 
+pytestmark = pytest.mark.slow  # about 25 s: CI's second step runs it
 SCALE = int(os.environ.get("SOLBENCH_FUZZ_SCALE", "1"))
 
 
@@ -147,7 +148,6 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.slow
 @_budget(25)
 @given(_NAMES, st.lists(_INPUT, max_size=3), _FORWARD, _INIT)
 def test_kernelbench_modules_import_or_give_one_line(tmp_path_factory, name, inputs, forward, init):

@@ -43,7 +43,7 @@ def test_workers_started_for_a_problem_that_never_runs_are_stopped(tmp_path):
     options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=1)
     runner = Runner(options, tmp_path / "r.jsonl")
     first, second = _plan()
-    runner._start_ahead([], second)
+    runner.start_ahead(second)
     (slot,) = runner._prestarted.values()
     proc = slot.client.proc
     assert proc is not None and proc.poll() is None

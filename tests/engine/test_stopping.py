@@ -226,9 +226,14 @@ def test_sweep_skips_another_users_locked_folder(tmp_path: Path) -> None:
 
 # --- a parent killed with SIGKILL ---------------------------------------------------------------
 
+# SOLBENCH_STOP_DEVICE=cuda: the same on a GPU (the worker and the candidate hold a CUDA context).
+STOP_DEVICE = os.environ.get("SOLBENCH_STOP_DEVICE", "cpu")
 SLEEPER = """
 import subprocess
 
+import torch
+
+torch.ones(1, device="{device}")
 subprocess.Popen(["sleep", "{marker}"], start_new_session=True, stdin=subprocess.DEVNULL,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -240,10 +245,10 @@ def run(x, y):
 PARENT = """
 import sys, time
 from solbench.worker.client import WorkerClient
-client = WorkerClient("cpu", reads=({folder!r},))
+client = WorkerClient({device!r}, reads=({folder!r},))
 client.spawn()
 client.wait_ready(300)
-client.request({{"op": "load", "path": {path!r}, "device": "cpu"}}, 120, 0)
+client.request({{"op": "load", "path": {path!r}, "device": {device!r}}}, 120, 0)
 print(client.proc.pid, flush=True)
 time.sleep(600)
 """
@@ -255,11 +260,11 @@ def _killed_parent(tmp_path: Path, kill_worker: bool) -> tuple[str, int]:
     marker = f"7{uuid.uuid4().int % 10**6:06d}.25"
     folder = tmp_path / "c"
     folder.mkdir()
-    (folder / "sleeper.py").write_text(SLEEPER.format(marker=marker))
+    (folder / "sleeper.py").write_text(SLEEPER.format(marker=marker, device=STOP_DEVICE))
     tmp = tmp_path / "tmp"
     tmp.mkdir(mode=0o777)
     tmp.chmod(0o777)
-    code = PARENT.format(folder=str(folder), path=str(folder / "sleeper.py"))
+    code = PARENT.format(folder=str(folder), path=str(folder / "sleeper.py"), device=STOP_DEVICE)
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT)))
     try:

@@ -15,11 +15,13 @@ from typing import Any
 from solbench.data.interop.flashinfer_trace import ImportRefused, _slug, read_json
 
 _PYTHON = {"python", "pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend"}
-_WRAPPER = '''"""solbench wrapper of the Solution {name!r} (entry point {entry!r})."""
+_WRAPPER = '''"""solbench wrapper of a Solution (SOLUTION, entry point ENTRY_POINT)."""
 
 import solbench
 
-_entry = getattr(solbench.load_sibling(__file__, "{folder}/{file}"), "{func}")
+SOLUTION = {name!r}
+ENTRY_POINT = {entry!r}
+_entry = getattr(solbench.load_sibling(__file__, {sibling!r}), {func!r})
 DPS = {dps!r}
 
 
@@ -74,7 +76,7 @@ def import_solution(path: Path, dest: Path, definition: dict[str, Any] | None = 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
     problem = definition or {}
-    wrapper = _WRAPPER.format(name=name, entry=spec.get("entry_point"), folder=name, file=file, func=func,
+    wrapper = _WRAPPER.format(name=name, entry=str(spec.get("entry_point")), sibling=f"{name}/{file}", func=func,
                               dps=bool(spec.get("destination_passing_style", True)),
                               input_shapes=[t.get("shape") for t in problem.get("inputs", {}).values()],
                               outputs=[(t.get("shape"), t.get("dtype")) for t in problem.get("outputs", {}).values()])

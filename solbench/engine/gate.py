@@ -1,0 +1,184 @@
+"""The device gate: untimed device work shares the device; a timing window has it to itself.
+
+A reader-writer discipline the parent owns, one gate per device of a run. Every request that may
+touch the device (a worker's load, setup, correctness call, the parent's own inputs, reference
+outputs and checks) holds it shared: any number of them at once. A timing request holds it
+exclusive: no other solbench request on that device starts or runs while it is timed. On the CPU
+the same gate makes a timing window exclude every other worker request (the cores are the device).
+
+Writer-preferring, so timings are not starved: while a timing waits, new untimed requests wait
+too, but for one case: while a *long* request (a load or first call, which may compile for
+seconds) is in flight, the timing waits for it anyway, so short requests still start meanwhile
+(they end before it, or soon after). A new long request starts then only within
+``GATE_LONG_JOIN_S`` of the first waiting timing (so compiles bunch up instead of following each other,
+each holding the timings back); later it waits for the timings.
+
+Timings in batches: a timing must wait for the untimed requests in flight to end (the drain),
+and the device idles meanwhile. With ``batch`` > 1, untimed requests keep starting while fewer
+than ``batch`` timings wait, for at most ``max_delay_s`` after the first began to wait; then the
+gate closes to them, drains once, and the waiting timings run one after another. The drain is
+paid once per batch instead of once per timing; no timing waits longer than ``max_delay_s`` plus
+one drain plus the timings ahead of it.
+
+While a timing window is held, ``pause(pid)`` (set by the run) stops every other worker of the
+run, idle or starting, and what it returns resumes them after the window: no other candidate's
+code runs during a timing, not even a thread it left behind between its requests.
+
+Every request's interval is logged (owner, kind, worker pid, start, end), parent side, so a test
+can prove that no other item's device work overlaps a timing window (:func:`overlaps`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from solbench.settings import GATE_LONG_JOIN_S
+
+MAX_INTERVALS = 200_000  # a long run keeps its latest requests' intervals only
+
+
+class WaitSink(Protocol):
+    """Where the time spent waiting for the gate is charged (a record's :class:`~solbench.engine.ledger.Ledger`)."""
+
+    def wait(self, name: str, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One request that held the gate: whose (``owner``, the item), what, by which worker, when."""
+
+    owner: str
+    kind: str
+    start: float
+    end: float
+    exclusive: bool
+    pid: int | None = None  # the worker's process; None: the parent's own work
+
+
+class DeviceGate:
+    """Shared for untimed device work, exclusive for a timing window (see the module docstring).
+
+    ``enabled=False`` grants every request at once (the control that shows what the gate prevents);
+    the intervals are logged either way.
+    """
+
+    def __init__(self, enabled: bool = True, batch: int = 1, max_delay_s: float = 0.0):
+        self.enabled = enabled
+        self.batch, self.max_delay_s = max(1, batch), max(0.0, max_delay_s)
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._long = 0  # long readers in flight
+        self._writer = False
+        self._writers_waiting = 0
+        self._first_waiting = 0.0  # when the oldest waiting timing began to wait
+        self._closed = False  # closed to new untimed requests until the waiting timings are done
+        # Stops the other workers for a timing window (given the timed worker's pid); returns their resume.
+        self.pause: Callable[[int | None], Callable[[], None]] | None = None
+        self._lock = threading.Lock()
+        self.intervals: list[Interval] = []
+
+    def _may_read(self, long: bool) -> bool:
+        if self._writer:
+            return False
+        if self._writers_waiting == 0:
+            return True
+        if self._long > 0 and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
+            return True  # the timing waits for a long request anyway
+        return not self._due()
+
+    def _due(self) -> bool:
+        """Whether the waiting timings' batch is due (then the gate stays closed until they are done)."""
+        if not self._closed and (self._writers_waiting >= self.batch
+                                 or time.monotonic() - self._first_waiting >= self.max_delay_s):
+            self._closed = True
+        return self._closed
+
+    @contextmanager
+    def shared(self, owner: str, kind: str, *, long: bool = False, pid: int | None = None,
+               sink: WaitSink | None = None) -> Iterator[None]:
+        """Hold the gate shared: untimed device work (``long``: a load or first call that may compile)."""
+        waited = time.monotonic()
+        with self._cond:
+            while self.enabled and not self._may_read(long):
+                self._cond.wait()
+            self._readers += 1
+            self._long += long
+
+        def leave() -> None:
+            self._readers -= 1
+            self._long -= long
+
+        with self._held(Interval(owner, kind, 0.0, 0.0, False, pid), waited, sink, leave):
+            yield
+
+    @contextmanager
+    def exclusive(self, owner: str, kind: str = "time", *, pid: int | None = None,
+                  sink: WaitSink | None = None) -> Iterator[None]:
+        """Hold the gate alone: a timing window."""
+        waited = time.monotonic()
+        with self._cond:
+            if self._writers_waiting == 0:
+                self._first_waiting = waited
+            self._writers_waiting += 1
+            try:
+                while self.enabled and (self._writer or self._readers):
+                    self._cond.wait(self._until_due())
+            finally:
+                self._writers_waiting -= 1
+                if self._writers_waiting == 0:
+                    self._closed = False
+            self._writer = True
+
+        def leave() -> None:
+            self._writer = False
+
+        resume = self.pause(pid) if self.pause is not None and self.enabled else None
+        try:
+            with self._held(Interval(owner, kind, 0.0, 0.0, True, pid), waited, sink, leave):
+                yield
+        finally:
+            if resume is not None:
+                resume()
+
+    def _until_due(self) -> float | None:
+        """How long a waiting timing sleeps before it closes the gate itself (the batch's delay)."""
+        if self._closed:
+            return None
+        left = self._first_waiting + self.max_delay_s - time.monotonic()
+        if left <= 0:
+            self._closed = True
+            return None
+        return left
+
+    @contextmanager
+    def _held(self, what: Interval, waited: float, sink: WaitSink | None, leave: Callable[[], None]) -> Iterator[None]:
+        """The hold itself: the wait charged to ``sink``, the gate left (``leave``) and the interval logged."""
+        start = time.monotonic()
+        if sink is not None:
+            sink.wait("device_wait_s", start - waited)
+        try:
+            yield
+        finally:
+            end = time.monotonic()
+            with self._cond:
+                leave()
+                self._cond.notify_all()
+            self._log(dataclasses.replace(what, start=start, end=end))
+
+    def _log(self, interval: Interval) -> None:
+        with self._lock:
+            if len(self.intervals) >= MAX_INTERVALS:
+                del self.intervals[: MAX_INTERVALS // 2]
+            self.intervals.append(interval)
+
+
+def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
+    """(timing window, other request) pairs where any other request overlapped a timing window."""
+    windows = [i for i in intervals if i.exclusive]
+    return [(w, o) for w in windows for o in intervals if o is not w and o.start < w.end and w.start < o.end]

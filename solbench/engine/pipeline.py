@@ -1,0 +1,246 @@
+"""The pipelined schedule: several lanes in flight, bounded by cores and device memory.
+
+A lane is one candidate on one problem's workloads, in order, on one worker (reused while healthy).
+Up to ``in_flight`` lanes run at once, each on a thread of the parent: while one lane's item is
+timed (the device gate held alone, :mod:`solbench.engine.gate`), the others start their workers,
+import and compile their candidates, make inputs and reference outputs, run correctness rounds and
+check timed outputs, holding the gate shared. Each record reserves its device memory first
+(:class:`MemoryGate`). The inputs and reference outputs of a (problem, workload) are made once and
+shared by every candidate's lane of the run (:class:`CasesCache`): the parent's tensors are never
+handed to a worker (the transports copy them), so no candidate can write what another one reads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from solbench.data.problem import Problem, Workload
+from solbench.engine.ledger import Ledger
+from solbench.worker.candidate import CandidateFile
+
+MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
+MEMORY_SHARE_CPU = 0.5  # of MemAvailable
+CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
+RECORD_FIXED_BYTES = 1 << 30  # a worker's context and allocator slack, per record in flight
+MAX_IN_FLIGHT = 8
+MAX_IN_FLIGHT_CUDA = 12
+TIMING_BATCH_DELAY_S = 1.0  # the longest a timing waits for its batch (solbench.engine.gate) to fill
+
+
+def timing_batch(in_flight: int) -> int:
+    """Timings the gate gathers before it holds untimed work back: half the lanes in flight."""
+    return max(1, in_flight // 2)
+
+
+@dataclass
+class Lane:
+    """One candidate on one problem's workloads, run in order on one worker."""
+
+    problem: Problem
+    workloads: list[Workload]
+    candidate: CandidateFile
+
+
+def default_in_flight(device: str, cores: int) -> int:
+    """Lanes at once: half the cores (their workers import, compile and check on them), 1 to 8;
+    on CUDA three quarters (their workers mostly wait on the device or for their timing), up to 12."""
+    if device.startswith("cuda"):
+        return max(1, min(MAX_IN_FLIGHT_CUDA, cores * 3 // 4))
+    return max(1, min(MAX_IN_FLIGHT, cores // 2))
+
+
+def record_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
+    """A bound on the device memory one record in flight holds: the parent's rounds and two timing
+    sets (inputs and reference outputs), the worker's copies and outputs, its context."""
+    return (rounds + 6) * problem.auto_bytes(problem.resolve_axes(workload)) + RECORD_FIXED_BYTES
+
+
+class MemoryGate:
+    """Bytes of device memory reserved by the records in flight; a record that would overflow the
+    budget waits (one alone is always let in, whatever its size: it is checked against what is free).
+    ``alone``: the whole budget, once every other reservation is gone (a record that ran out of
+    memory beside others runs again so); while one waits for it, no other is let in."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.held = 0
+        self._alone_waiting = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False) -> int:
+        """Reserve ``nbytes`` (``alone``: the whole budget); returns what was reserved, for :meth:`release`."""
+        began = time.monotonic()
+        nbytes = max(nbytes, self.budget) if alone else nbytes
+        with self._cond:
+            self._alone_waiting += alone
+            try:
+                while self.held and (self.held + nbytes > self.budget or (self._alone_waiting and not alone)):
+                    self._cond.wait()
+            finally:
+                self._alone_waiting -= alone
+            self.held += nbytes
+        if ledger is not None:
+            ledger.wait("memory_wait_s", time.monotonic() - began)
+        return nbytes
+
+    def release(self, nbytes: int) -> None:
+        with self._cond:
+            self.held -= nbytes
+            self._cond.notify_all()
+
+
+def memory_budget(device: str) -> int:
+    """The bytes the records in flight may hold (a share of the device's memory, or of the host's)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info()[1] * MEMORY_SHARE_CUDA)
+    from solbench.engine.cases import available_memory
+
+    return int(available_memory("cpu") * MEMORY_SHARE_CPU)
+
+
+@dataclass
+class _Entry:
+    remaining: int
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+    nbytes: int = 0
+
+
+class CasesCache:
+    """What a (problem, workload) needs (inputs, reference outputs, roofline point), made once for
+    the lanes that expect it and dropped when the last of them has taken it.
+
+    Kept for the later lanes only within ``cap_bytes`` (``size(value)`` each): past it a later lane
+    makes its own (the same values: the seeds are the run's). A lane waiting for one being made
+    takes it either way. One that failed is not kept: the next lane to ask makes it again."""
+
+    def __init__(self, cap_bytes: int = 1 << 62, size: Callable[[Any], int] = lambda value: 0) -> None:
+        self._lock = threading.Lock()
+        self._expected: dict[tuple[str, str], int] = {}
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self.cap_bytes, self._size, self.kept_bytes = cap_bytes, size, 0
+
+    def expect(self, lanes: list[Lane]) -> None:
+        """Count the lanes that will take each (problem, workload)."""
+        with self._lock:
+            for lane in lanes:
+                for w in lane.workloads:
+                    key = (lane.problem.name, w.name)
+                    self._expected[key] = self._expected.get(key, 0) + 1
+
+    def take(self, problem: Problem, workload: Workload, make: Callable[[], Any]) -> Any:
+        """The value for (problem, workload): made here by the first lane to ask, awaited by the others."""
+        key = (problem.name, workload.name)
+        with self._lock:
+            entry = self._entries.get(key)
+            mine = entry is None
+            if entry is None:
+                entry = self._entries[key] = _Entry(max(self._expected.pop(key, 1), 1))
+        if mine:
+            try:
+                entry.value = make()
+                self._keep(key, entry)
+            except BaseException as err:
+                entry.error = err
+                self._forget(key, entry)
+                raise
+            finally:
+                entry.done.set()
+                self._drop(key, entry)
+            return entry.value
+        entry.done.wait()
+        self._drop(key, entry)
+        if entry.error is not None:
+            raise entry.error
+        return entry.value
+
+    def skip(self, problem: Problem, workloads: list[Workload]) -> None:
+        """A lane that ends early will not take these: the others need not keep them for it."""
+        for w in workloads:
+            key = (problem.name, w.name)
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    left = self._expected.get(key, 0) - 1
+                    if left > 0:
+                        self._expected[key] = left
+                    else:
+                        self._expected.pop(key, None)
+                    continue
+            self._drop(key, entry)
+
+    def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
+        """Count a new value against the cap, or forget it (later lanes make their own)."""
+        nbytes = self._size(entry.value) if entry.remaining > 1 else 0
+        with self._lock:
+            if self.kept_bytes + nbytes <= self.cap_bytes:
+                entry.nbytes = nbytes
+                self.kept_bytes += nbytes
+                return
+        self._forget(key, entry)
+
+    def _forget(self, key: tuple[str, str], entry: _Entry) -> None:
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+                self.kept_bytes -= entry.nbytes
+
+    def _drop(self, key: tuple[str, str], entry: _Entry) -> None:
+        with self._lock:
+            entry.remaining -= 1
+            if entry.remaining <= 0 and self._entries.get(key) is entry:
+                del self._entries[key]
+                self.kept_bytes -= entry.nbytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def run_lanes(lanes: list[Lane], run: Callable[[Lane], None], in_flight: int, stop: threading.Event,
+              started: Callable[[int], None] = lambda i: None) -> None:
+    """Run ``run(lane)`` for every lane, ``in_flight`` at a time on threads, in order of start;
+    ``started(i)`` is told when lane ``i`` starts (to start workers ahead for those after it). The
+    first error stops the lanes not yet started and is raised here once the running ones end."""
+    if in_flight <= 1:
+        for i, lane in enumerate(lanes):
+            if stop.is_set():
+                return
+            started(i)
+            run(lane)
+        return
+    lock = threading.Lock()
+    cursor = iter(range(len(lanes)))
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            with lock:
+                i = next(cursor, None)
+                if i is not None:
+                    started(i)
+            if i is None:
+                return
+            try:
+                run(lanes[i])
+            except BaseException as err:  # the run's end: raised by the caller's thread
+                errors.append(err)
+                stop.set()
+
+    threads = [threading.Thread(target=serve, name=f"lane-{n}", daemon=True) for n in range(in_flight)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # short waits: signals reach this (main) thread
+    finally:
+        stop.set()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,306 @@
+"""The pipelined schedule: lanes in flight together, timing windows alone, shared inputs, accounted walls."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import solbench
+from solbench.data.problem import load_problem
+from solbench.engine import gate as gate_module
+from solbench.engine.gate import DeviceGate, Interval, overlaps
+from solbench.engine.identity import RunIdentity
+from solbench.engine.ledger import PHASES, Ledger, phase_total
+from solbench.engine.pipeline import CasesCache, Lane
+from solbench.engine.runner import PlanItem, Runner
+from solbench.errors import ProblemError
+from solbench.worker.candidate import describe_candidates
+
+HERE = Path(__file__).resolve().parents[1]
+TINY = HERE / "fixtures" / "tiny"
+CANDIDATES = HERE / "candidates"
+
+
+# --- the gate on its own -----------------------------------------------------------------------
+
+def _hold(gate: DeviceGate, owner: str, exclusive: bool, seconds: float, long: bool = False) -> threading.Thread:
+    def body() -> None:
+        ctx = gate.exclusive(owner) if exclusive else gate.shared(owner, "call", long=long)
+        with ctx:
+            time.sleep(seconds)
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_timing_window_excludes_every_other_request_unless_the_gate_is_off(enabled):
+    gate = DeviceGate(enabled=enabled)
+    threads = [_hold(gate, "reader-a", False, 0.15)]
+    time.sleep(0.02)
+    threads.append(_hold(gate, "timer", True, 0.1))  # waits for reader-a when the gate is on
+    time.sleep(0.02)
+    threads.append(_hold(gate, "reader-b", False, 0.05))  # arrives while the timing waits: after it
+    for t in threads:
+        t.join()
+    found = overlaps(gate.intervals)
+    if enabled:
+        assert found == []
+        by = {i.owner: i for i in gate.intervals}
+        assert by["timer"].start >= by["reader-a"].end  # it waited for the request in flight
+        assert by["reader-b"].start >= by["timer"].end  # writer-preferring: the later request waited
+    else:
+        assert {(w.owner, o.owner) for w, o in found} >= {("timer", "reader-a"), ("timer", "reader-b")}
+
+
+def test_short_requests_go_on_while_a_timing_waits_for_a_long_one(monkeypatch):
+    monkeypatch.setattr(gate_module, "LONG_JOIN_S", 0.1)
+    gate = DeviceGate()
+    threads = [_hold(gate, "compile", False, 0.4, long=True)]
+    time.sleep(0.02)
+    threads.append(_hold(gate, "timer", True, 0.05))
+    time.sleep(0.02)
+    threads.append(_hold(gate, "short", False, 0.02))  # the timing waits for the compile anyway
+    threads.append(_hold(gate, "long-early", False, 0.02, long=True))  # joins the compile in flight
+    time.sleep(0.15)
+    threads.append(_hold(gate, "long-late", False, 0.02, long=True))  # past the join window: after the timing
+    for t in threads:
+        t.join()
+    by = {i.owner: i for i in gate.intervals}
+    assert by["short"].end <= by["timer"].start and by["long-early"].end <= by["timer"].start
+    assert by["long-late"].start >= by["timer"].end
+    assert overlaps(gate.intervals) == []
+
+
+def _stream(gate: DeviceGate, owner: str, until: float) -> threading.Thread:
+    """Untimed requests of 50 ms back to back until ``until``."""
+    def body() -> None:
+        while time.monotonic() < until:
+            with gate.shared(owner, "call"):
+                time.sleep(0.05)
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t
+
+
+def test_timings_wait_for_their_batch_while_untimed_work_goes_on_then_run_together():
+    gate = DeviceGate(batch=2, max_delay_s=0.3)
+    began = time.monotonic()
+    threads = [_stream(gate, "a", began + 1.2)]
+    time.sleep(0.025)
+    threads.append(_stream(gate, "b", began + 1.2))  # staggered: some request is always in flight
+    time.sleep(0.05)
+    threads.append(_hold(gate, "timer", True, 0.05))
+    for t in threads:
+        t.join()
+    window = next(i for i in gate.intervals if i.exclusive)
+    waited = window.start - (began + 0.075)
+    assert 0.25 < waited < 0.6  # untimed work went on for the batch's delay, then one drain
+    assert window.end < began + 1.2  # not starved by the stream
+    assert overlaps(gate.intervals) == []
+    full = DeviceGate(batch=2, max_delay_s=10.0)  # a second timing fills the batch: no wait for the delay
+    threads = [_hold(full, "reader", False, 0.05)]
+    time.sleep(0.01)
+    threads += [_hold(full, "t1", True, 0.02), _hold(full, "t2", True, 0.02)]
+    for t in threads:
+        t.join()
+    assert max(i.end for i in full.intervals) - min(i.start for i in full.intervals) < 1.0
+    assert overlaps(full.intervals) == []
+
+
+def test_the_other_workers_are_paused_for_exactly_the_window():
+    gate = DeviceGate()
+    events = []
+
+    def pause(timed):
+        events.append(("pause", timed, time.monotonic()))
+        return lambda: events.append(("resume", timed, time.monotonic()))
+
+    gate.pause = pause
+    with gate.shared("r", "call"):
+        pass
+    with gate.exclusive("t", pid=1234):
+        events.append(("timed", None, time.monotonic()))
+    assert [e[:2] for e in events] == [("pause", 1234), ("timed", None), ("resume", 1234)]
+    window = next(i for i in gate.intervals if i.exclusive)
+    assert events[0][2] <= window.start and events[2][2] >= window.end
+
+
+def test_overlaps_finds_only_what_touches_a_window():
+    w = Interval("a", "time", 1.0, 2.0, True)
+    before, inside, after = (Interval("b", "call", 0.0, 1.0, False), Interval("c", "call", 1.5, 1.6, False),
+                             Interval("d", "call", 2.0, 3.0, False))
+    assert overlaps([w, before, inside, after]) == [(w, inside)]
+
+
+def test_ledger_takes_waits_off_the_work_clock():
+    ledger = Ledger()
+    with ledger.phase("rounds_s"):
+        time.sleep(0.05)  # work
+        began = time.monotonic()
+        time.sleep(0.2)  # a wait, charged as the gate charges one it measured
+        ledger.wait("device_wait_s", time.monotonic() - began)
+    assert ledger.phases["device_wait_s"] >= 0.2
+    assert 0.045 < ledger.phases["rounds_s"] < 0.15
+    assert sum(ledger.phases.values()) == pytest.approx(ledger.wall(), abs=0.02)
+    assert phase_total(ledger.phases) == pytest.approx(sum(ledger.phases.values()))
+
+
+# --- inputs and references made once ----------------------------------------------------------
+
+def test_cases_are_made_once_for_every_lane_and_dropped_after_the_last():
+    problem = load_problem(TINY / "scaled_add")
+    w = problem.workloads[0]
+    cands = describe_candidates([CANDIDATES / "honest.py", CANDIDATES / "noisy.py"])
+    cache = CasesCache()
+    cache.expect([Lane(problem, [w], c) for c in cands])
+    made = []
+    first = cache.take(problem, w, lambda: made.append(1) or "cases")
+    assert len(cache) == 1  # kept for the second lane
+    assert cache.take(problem, w, lambda: made.append(2) or "other") == first == "cases"
+    assert made == [1] and len(cache) == 0
+    cache.expect([Lane(problem, [w], c) for c in cands])
+    cache.take(problem, w, lambda: "again")
+    cache.skip(problem, [w])  # the other lane ended early
+    assert len(cache) == 0
+
+
+# --- the engine, pipelined, with real workers --------------------------------------------------
+
+def _plan(tmp_path: Path) -> list[PlanItem]:
+    other = tmp_path / "honest_b.py"  # a second candidate for scaled_add: they share its inputs
+    shutil.copy(CANDIDATES / "honest.py", other)
+    add, row = load_problem(TINY / "scaled_add"), load_problem(TINY / "row_write")
+    return [PlanItem(add, add.workloads[:2], describe_candidates([CANDIDATES / "honest.py", other])),
+            PlanItem(row, row.workloads[:1], describe_candidates([CANDIDATES / "row_write_inplace.py",
+                                                                  CANDIDATES / "row_write_copy.py"]))]
+
+
+def _children() -> list[int]:
+    """This process's candidate workers (child processes running solbench.worker), from /proc."""
+    me, out = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if int(fields[1]) == me and b"solbench.worker" in command:
+                out.append(int(entry.name))
+    return out
+
+
+def _state(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _concurrent(intervals: list[Interval]) -> bool:
+    return any(a.owner != b.owner and a.start < b.end and b.start < a.end
+               for i, a in enumerate(intervals) for b in intervals[i + 1:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate_on", [True, False])
+def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
+    """Four lanes, two in flight, workers started in their lanes: with the gate, no request of any
+    other item overlaps a timing window; with it off (the control) they do."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.2, seed=7, compile_timeout_s=60, workers_ahead=0,
+                                  in_flight=2)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    runner.gate = DeviceGate(enabled=gate_on)
+    states: list[list[str]] = []
+    pause = runner._pause_others
+
+    def spy(timed):  # the other workers' states, read from /proc, once they are paused
+        resume = pause(timed)
+        states.append([_state(pid) for pid in _children() if pid != timed])
+        return resume
+
+    runner._pause_others = spy
+    records = runner.run(_plan(tmp_path))
+    for r in records:  # the parent-clocked burst may miss on a busy CPU: not what this test is about
+        if r.status == "REWARD_HACK" and r.correctness.get("failed_in") == "burst":
+            r.status = "PASSED"
+    assert sorted((r.problem, r.workload, r.solution, r.status) for r in records) == sorted(
+        [("tiny.scaled_add", w, c, "PASSED") for w in ("n4", "n32") for c in ("honest", "honest_b")]
+        + [("tiny.row_write", "s8", "row_write_inplace", "PASSED"),
+           ("tiny.row_write", "s8", "row_write_copy", "INCORRECT")])  # it leaves its input as it was
+    windows = [i for i in runner.gate.intervals if i.exclusive]
+    assert {w.kind for w in windows} == {"time"} and all(w.pid is not None for w in windows)
+    assert len(windows) == 5  # one per record that passed its rounds: the timing and the burst together
+    intervals = runner.gate.intervals
+    assert _concurrent([i for i in intervals if not i.exclusive])  # the lanes really ran side by side
+    found = overlaps(intervals)
+    if gate_on:
+        assert found == [], found[:3]
+    else:
+        assert found  # the control: without the discipline, other work lands inside timing windows
+    if gate_on:  # during every window every other worker of the run was stopped
+        assert len(states) == len(windows) and any(states)
+        assert all(state in ("T", "Z") for window in states for state in window), states  # stopped (or exited)
+    # Inputs and reference outputs once per (problem, workload), for both candidates.
+    assert sorted(i.owner for i in intervals if i.kind == "cases") == [
+        "tiny.row_write/s8", "tiny.scaled_add/n32", "tiny.scaled_add/n4"]
+    if gate_on:  # every record's phases account for its wall
+        for r in records:
+            harness = r.model_extra["harness"]
+            assert set(harness) >= {"wall_s", "cases_s", "rounds_s", "verdict_s"}
+            assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05), harness
+
+
+@pytest.mark.slow
+def test_run_item_is_public_and_hooks_see_every_record_before_it_is_written(tmp_path):
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    seen = []
+
+    def hook(record, context):
+        seen.append((record.workload, context.workload.name, context.candidate.name))
+        record.timing["tagged_by_hook"] = True
+
+    out = tmp_path / "r.jsonl"
+    runner = Runner(options, out, hooks=[hook], identity=RunIdentity(run_id="fixed-run", base_seed=11))
+    problem = load_problem(TINY / "scaled_add")
+    item = PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))
+    records = runner.run_item(item)
+    assert [(r.workload, r.status) for r in records] == [("n4", "PASSED"), ("n32", "PASSED")]
+    assert seen == [("n4", "n4", "honest"), ("n32", "n32", "honest")]
+    assert runner.run_id == "fixed-run" and runner.base_seed == 11
+    written = out.read_text().splitlines()
+    assert len(written) == 2 and all('"tagged_by_hook":true' in line and '"fixed-run"' in line for line in written)
+    again = runner.run_item(item)  # the same runner, the same identity: the same inputs
+    assert [r.run_id for r in again] == ["fixed-run"] * 2
+    for phase in PHASES:
+        assert all(isinstance(r.model_extra["harness"].get(phase, 0.0), float) for r in records)
+
+
+@pytest.mark.slow
+def test_a_record_that_ran_out_of_memory_beside_others_runs_again_alone(tmp_path):
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    make, tries = runner._make_cases, []
+
+    def short_of_memory(problem, workload, ledger):
+        tries.append(runner.memory.held)
+        if len(tries) == 1:  # as a reference that ran out of memory beside other records would
+            raise ProblemError([f"{problem.name}: the reference raised OutOfMemoryError: CUDA out of memory"])
+        return make(problem, workload, ledger)
+
+    runner._make_cases = short_of_memory
+    problem = load_problem(TINY / "scaled_add")
+    (record,) = runner.run_item(PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "honest.py"])))
+    assert record.status == "PASSED"
+    assert len(tries) == 2 and tries[1] == runner.memory.budget  # the second try held all the memory
+    harness = record.model_extra["harness"]
+    assert harness["memory_retry_s"] > 0
+    assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
