@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import typer
+from rich import box
+from rich.console import Group
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from solbench import api
 from solbench.cli._app import app
@@ -103,33 +106,48 @@ def _rate(x: float | None, scale: float) -> str:
     return f"{x / scale:.3g}" if x else "-"
 
 
-def results_tables(records: list[ResultRecord]) -> list[Table]:
-    """One table per problem: status, time, SOL, bound, achieved TFLOP/s and TB/s (G on the CPU), reason."""
+NARROW_COLUMNS = 100  # below this a run table keeps workload, candidate, status, time and SOL; reasons go below it
+
+
+def results_tables(records: list[ResultRecord], width: int | None = None) -> list[Table | Group]:
+    """One table per problem: status, time, SOL, bound, achieved TFLOP/s and TB/s (G on the CPU), reason.
+    On a terminal narrower than NARROW_COLUMNS (80 is common) the bound and rates are left out and each
+    reason is a line under the table, so nothing is cut or folded letter by letter."""
     by_problem: dict[str, list[ResultRecord]] = {}
     for r in records:
         by_problem.setdefault(r.problem, []).append(r)
-    tables = []
-    for problem, rows in by_problem.items():
-        prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
-        table = Table(title=f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})", title_justify="left")
-        for col in ("workload", "candidate", "status", "time", "SOL", "bound", f"{prefix}FLOP/s", f"{prefix}B/s"):
-            numeric = col in ("time", "SOL") or col.endswith("/s")
-            # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
-            table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
-                             overflow="ellipsis" if numeric else "fold")
-        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)) for r in rows)
-        if reasons:
-            table.add_column("reason", overflow="fold", ratio=1, min_width=20)
-        for r in rows:
-            style = _STATUS_STYLE.get(r.status, "")
-            noisy = noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None
-            status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
-            cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
-                     sol_text(r.sol), plain(r.bound),
-                     _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
-            table.add_row(*cells, *([plain((r.reason or noisy or "")[:200])] if reasons else []))
-        tables.append(table)
-    return tables
+    return [_results_table(problem, rows, width is not None and width < NARROW_COLUMNS)
+            for problem, rows in by_problem.items()]
+
+
+def _results_table(problem: str, rows: list[ResultRecord], narrow: bool) -> Table | Group:
+    prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
+    title = f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})"
+    # narrow: the title on a line of its own (a table's title wraps at the table's width)
+    table = Table(title=None if narrow else title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD)
+    wide_cols = () if narrow else ("bound", f"{prefix}FLOP/s", f"{prefix}B/s")
+    for col in ("workload", "candidate", "status", "time", "SOL", *wide_cols):
+        numeric = col in ("time", "SOL") or col.endswith("/s")
+        # Numbers and statuses never wrap; names fold rather than end in "…" when the terminal is narrow.
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
+                         overflow="ellipsis" if numeric else "fold")
+    why = {id(r): r.reason or (noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None)
+           for r in rows}
+    reasons = any(why.values())
+    if reasons and not narrow:
+        table.add_column("reason", overflow="fold", ratio=1, min_width=20)
+    for r in rows:
+        style = _STATUS_STYLE.get(r.status, "")
+        noisy = r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)
+        status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
+        cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s), sol_text(r.sol)]
+        if not narrow:
+            cells += [plain(r.bound), _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
+        table.add_row(*cells, *([plain((why[id(r)] or "")[:200])] if reasons and not narrow else []))
+    if not narrow:
+        return table
+    notes = [Text(f"  {r.workload} {r.solution}: {(why[id(r)] or '')[:300]}", overflow="fold") for r in rows if why[id(r)]]
+    return Group(Text(title, style="italic"), table, *notes)
 
 
 def interleave_tables(records: list[ResultRecord]) -> list[Table]:
@@ -180,10 +198,10 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
     if interleaved:  # the failures' reasons still get their rows; the passed rounds are summarised
         failed = [r for r in records if r.status != Status.PASSED.value]
-        for table in (results_tables(failed) if failed else []) + interleave_tables(records):
+        for table in (results_tables(failed, out.width) if failed else []) + interleave_tables(records):
             out.print(table)
     else:
-        for table in results_tables(records):
+        for table in results_tables(records, out.width):
             out.print(table)
     out.print(f"{passed} of {len(records)} passed on {plain(device)} (spec {plain(spec_id)}); records appended to "
               f"{plain(output)}",

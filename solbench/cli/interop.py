@@ -47,11 +47,13 @@ def import_flashinfer_trace(
 def import_kernelbench(
     module: Path = typer.Argument(..., help="a KernelBench problem .py (Model, get_inputs, get_init_inputs)"),
     output: Path = typer.Option(..., "-o", "--output", help="the problem folder to write"),
+    force: bool = typer.Option(False, "--force", help="write into a folder that already has files"),
 ) -> None:
-    """A problem folder from a KernelBench module; its parameters become inputs. Runs the module's code."""
-    from solbench.data.interop.kernelbench import import_module
+    """A problem folder from a KernelBench module (its parameters become inputs) with a starter candidate,
+    solutions/torch_eager.py. Runs the module's code."""
+    from solbench.engine.kernelbench import import_module
 
-    problem_file, notes = import_module(module, output)
+    problem_file, notes = import_module(module, output, force)
     _done(problem_file, notes)
 
 

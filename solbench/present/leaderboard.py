@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from solbench.present.frame import FAILURE_STATUSES
+from solbench.present.frame import FAILURE_STATUSES, STATUS_SHORT
 from solbench.present.markup import fmt_share, markdown_cell, markdown_text, one_line, render, spreadsheet_safe
 from solbench.present.ranking import Leaderboard
 from solbench.units import sol_text
@@ -49,10 +49,6 @@ class DisplayTable:
     headers: tuple[str, ...]
     rows: list[list[str]]
     hacked: list[bool]
-
-
-STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
-                "REWARD_HACK": "HACK"}
 
 
 def _failures(row: dict, short: bool = False) -> str:

@@ -138,3 +138,33 @@ def test_the_demo_says_when_timings_are_noisy_and_why():
     assert noisy_note([rec([]), rec([])]) == []
     (line,) = noisy_note([rec(["noisy_timing", "machine_busy"]), rec(["noisy_timing"]), rec([])])
     assert line.startswith("2 of 3 timings are noisy") and "busy during 1 of them" in line
+
+
+def test_run_tables_read_in_80_columns():
+    """Nothing folded letter by letter ("PASSE / D", "worklo / ad") and no line past 80 columns; the
+    reasons are lines under the table, whole."""
+    import io
+
+    from rich.console import Console
+
+    from solbench.cli.engine import results_tables
+    from solbench.data.record import ResultRecord
+
+    common = dict(problem="llama3_1_8b.attn_o_proj_residual", device="cpu", gpu_spec="cpu_vm_20261202t004648",
+                  flops=33554432, bytes=33579008, bound="memory", timestamp="2026-12-01T00:00:00+00:00",
+                  solbench_version="0", t_ideal_s=1e-3)
+    rows = [ResultRecord(workload="decode_b1", solution="torch_eager", status="PASSED", time_s=1.57e-2, sol=0.0652,
+                         timing={"median_s": 1.57e-2, "p90_s": 2e-2, "ci95_rel": 0.18}, **common),
+            ResultRecord(workload="prefill_b1_s2048", solution="triton_o_proj", status="RUNTIME_ERROR",
+                         time_s=None, sol=None, reason="RuntimeError: boom (at triton_o_proj.py:12)", **common)]
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=False)
+    for table in results_tables(rows, console.width):
+        console.print(table)
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = buf.getvalue()
+    for word in ("decode_b1", "torch_eager", "PASSED noisy", "RUNTIME_ERROR", "prefill_b1_s2048", "0.0652"):
+        assert word in text, word
+    assert "prefill_b1_s2048 triton_o_proj: RuntimeError: boom (at triton_o_proj.py:12)" in text
+    assert "noisy timing: 95% interval ±18% of the median" in text
