@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from solbench.data.cost import COST_SEED, Cost, cost_from_result
-from solbench.data.inputs import import_file, module_name
 from solbench.data.inputs import make_inputs as _assemble_inputs
 from solbench.data.problem import Problem, inside_folder
 from solbench.errors import ProblemError, SolbenchError
+from solbench.worker.candidate import import_file, module_name
 
 
 def load_module(path: Path, name_hint: str = "ref") -> Any:
