@@ -31,7 +31,7 @@ from solbench.data import (
 )
 from solbench.data import evaluate as evaluate_expression
 from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
-from solbench.worker.candidate import load_sibling  # for candidate files: load a file next to them
+from solbench.worker import load_sibling
 
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")

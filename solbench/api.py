@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from solbench.data import Problem, ResultRecord, Status, Workload, problems_root, resolve_problem, small_problem
-from solbench.engine.options import RunOptions, dispatched, resolve_options
-from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
+from solbench.engine import NullProgress, PlanItem, Progress, Runner, RunOptions, dispatched, resolve_options
 from solbench.errors import ProblemError, SolbenchError, did_you_mean
 from solbench.settings import DEMO_CPU_BUDGET_S
-from solbench.worker.candidate import (
+from solbench.worker import (
     CandidateFile,
     describe_candidates,
     shipped_candidates,
@@ -269,7 +268,7 @@ def _cooldown(device: str, max_wait_s: float) -> dict[str, Any]:
         return {"waited_s": 0.0, "recovered": None}
     import torch
 
-    from solbench.timing.clockprobe import cooldown
+    from solbench.timing import cooldown
 
     return cooldown(max_wait_s, device_index=torch.cuda.current_device())
 
@@ -339,11 +338,11 @@ def demo_cpu_spec(folder: Path, log: Callable[[str], None], dtypes: Sequence[str
     and a note saying what the demo is scored against (the roof of each of ``dtypes``, the compute
     dtypes of its problems). A built-in estimate would put every SOL near 0.001: it bounds what any
     CPU could do, not what this one does."""
-    from solbench.engine.calibrate import calibrate
+    from solbench.engine import calibrate  # the module (a package attribute named as a module is the module)
     from solbench.units import si
 
     log("measuring this CPU's ceilings first (matmul and memory bandwidth, a few seconds), to score against")
-    spec, path = calibrate("cpu", folder / DEMO_CPU_SPEC, quick=True, log=lambda line: None)
+    spec, path = calibrate.calibrate("cpu", folder / DEMO_CPU_SPEC, quick=True, log=lambda line: None)
     slow = spec.measured.model_dump().get("no_fast_path", {}) if spec.measured else {}
     roofs = ", ".join(f"{d} {si(spec.peak(d), 'FLOP/s')}" + (" (no fast path: the float32 rate)" if d in slow else "")
                       for d in sorted(set(dtypes)))
@@ -435,7 +434,7 @@ def profile_problems(
     call of the candidate under Nsight Compute (:mod:`solbench.engine.profiling`). The raw exports go
     to ``<output>.ncu/`` beside the results file. ``only``: name patterns (globs) the candidates must
     match, e.g. ``("torch_eager", "triton_*")``; problems left with none are skipped."""
-    from solbench.engine.profiling import ProfileSettings, ProfilingRunner, find_ncu, ncu_version
+    from solbench.engine import ProfileSettings, ProfilingRunner, find_ncu, ncu_version
 
     # One lane at a time: the pass under ncu runs beside no other request (it replays the kernels).
     options = resolve_options(options, **{**settings, "in_flight": 1})

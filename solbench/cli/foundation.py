@@ -33,8 +33,7 @@ from solbench.data import (
     resolve_problem,
     validate_paths,
 )
-from solbench.engine.problem_host import new_host
-from solbench.engine.work import deep_check, problem_points, workload_point
+from solbench.engine import deep_check, new_host, problem_points, workload_point
 from solbench.errors import SolbenchError
 
 
@@ -71,8 +70,7 @@ def validate(
 def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, problems: Path | None) -> None:
     """`validate --measured`: declared FLOPs and bytes against the profiled records' counters."""
     from solbench.data import library_explanations
-    from solbench.present.frame import load_results
-    from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
+    from solbench.present import TOLERANCE, load_results, markdown_table, measured_rows
 
     require_results(paths, "pass result files (.jsonl) written by `solbench profile`")
     if problems is not None and not problems.is_dir():
@@ -99,7 +97,7 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, probl
 
 
 def _measured_table(rows: list, tolerance: float) -> Table:
-    from solbench.present.measured import note_text
+    from solbench.present import note_text
 
     table = Table(title=f"declared vs measured (ratio = counted / declared; off by more than {tolerance:.0%})",
                   title_justify="left")

@@ -50,7 +50,7 @@ def import_kernelbench(
 ) -> None:
     """A problem folder from a KernelBench module (its parameters become inputs) with a starter candidate,
     solutions/torch_eager.py. Runs the module's code."""
-    from solbench.engine.kernelbench import import_module
+    from solbench.engine import import_module
 
     problem_file, notes = import_module(module, output, force)
     _done(problem_file, notes)

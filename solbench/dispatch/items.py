@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from solbench.data import Problem, Workload
-from solbench.engine.runner import PlanItem
+from solbench.engine import PlanItem
 from solbench.errors import SolbenchError
 
 # A workload's fixed costs (worker calls, correctness rounds, the timing budget) counted as bytes

@@ -48,7 +48,7 @@ from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, 
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
 from solbench.settings import BURST_DEVICE_BUDGET_BYTES
-from solbench.timing.verify import bit_view
+from solbench.timing import bit_view
 
 TARGET_S = 0.05  # how long a burst lasts at the claimed time
 MIN_CALLS, MAX_CALLS = 4, 20_000
@@ -217,7 +217,7 @@ def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, An
     import torch
 
     from solbench.timing import drive
-    from solbench.worker.burst import burst_plan, output_buffers, stage_edits
+    from solbench.worker import burst_plan, output_buffers, stage_edits
 
     names = list(cases.sets[0].inputs)
     edits = [{"input": names.index(n), "calls": at[at < m], "index": ix[at < m], "values": v[at < m]}
@@ -255,7 +255,7 @@ def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str,
 def harness_device_s(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]]) -> float | None:
     """On a GPU, the device time of the harness's own kernels per burst call (the edit, the copies), from
     a CUPTI trace of :func:`_harness_loop` in this process; None where the trace fails."""
-    from solbench.timing.cupti import DeviceTrace
+    from solbench.timing import DeviceTrace
 
     m = min(bp.calls, DEVICE_OVERHEAD_CALLS)
     loop = _harness_loop(cases, bp, expect, m)

@@ -54,8 +54,7 @@ from solbench.guards import (
 )
 from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import WorkerClient, WorkerFailure
+from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
 EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from solbench.data import ImportRefused, slug
-from solbench.worker.candidate import import_file, module_name
+from solbench.worker import import_file, module_name
 
 _REFERENCE = '''"""{title} of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call.{more}"""
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from solbench.data import Problem, Workload
 from solbench.engine.ledger import Ledger
-from solbench.worker.candidate import CandidateFile
+from solbench.worker import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable

@@ -16,7 +16,7 @@ from typing import Any
 from solbench.data import COST_SEED, Cost, Problem, cost_from_result, inside_folder
 from solbench.data import make_inputs as _assemble_inputs
 from solbench.errors import ProblemError, SolbenchError
-from solbench.worker.candidate import import_file, module_name
+from solbench.worker import import_file, module_name
 
 
 def load_module(path: Path, name_hint: str = "ref") -> Any:

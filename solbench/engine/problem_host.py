@@ -84,7 +84,7 @@ class ProblemHost:
         return str(problem.folder.resolve()) in self.folders
 
     def _client(self, problem: Problem) -> Any:
-        from solbench.worker.client import WorkerClient, WorkerStartError
+        from solbench.worker import WorkerClient, WorkerStartError
 
         if self.client is not None and not self._covers(problem):
             self.close()  # started for other folders: a fresh host may read this one too
@@ -117,7 +117,7 @@ class ProblemHost:
     # requests
     def request(self, problem: Problem, what: str, header: dict[str, Any], reply_bytes: int = 0) -> dict[str, Any]:
         """One request about ``problem``; ``what`` names the code it runs (for the error line)."""
-        from solbench.worker.client import WorkerFailure, clean_log
+        from solbench.worker import WorkerFailure, clean_log
 
         label = problem.path or problem.name
         with self._lock:
@@ -226,7 +226,7 @@ class ProblemHost:
         lines = reply.get("lines")
         if not isinstance(lines, list):
             raise ProblemError([f"{problem.path or problem.name}: validate --deep: the problem host sent no lines"])
-        from solbench.worker.client import clean_log
+        from solbench.worker import clean_log
 
         return [clean_log(str(line)).replace("\n", " ")[:2000] for line in lines]
 
@@ -348,7 +348,7 @@ def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,
              timeout_s: float | None = None) -> ProblemHost:
     """A host (not started yet) with the run settings' defaults for the user and the timeout."""
     from solbench.engine.options import default_problem_timeout, default_worker_user
-    from solbench.guards.account import resolve_account
+    from solbench.guards import resolve_account
 
     return ProblemHost(device=device, account=resolve_account(user or default_worker_user()), guards=guards,
                        timeout_s=timeout_s if timeout_s is not None else default_problem_timeout())
@@ -505,7 +505,7 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
-    from solbench.worker.wire import encode_header, recv_message, send_encoded, send_message
+    from solbench.worker import encode_header, recv_message, send_encoded, send_message
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
     while True:
@@ -528,7 +528,7 @@ def _release_device_memory() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from solbench.worker.main import enter_sandbox, exit_now, parse_arguments
+    from solbench.worker import enter_sandbox, exit_now, parse_arguments
 
     args = parse_arguments(f"python -m {ENTRY}", argv)
     sock, sandbox = enter_sandbox(args)

@@ -49,8 +49,7 @@ from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failur
 from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
 from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import WorkerFailure, WorkerStartError
+from solbench.worker import CandidateFile, WorkerFailure, WorkerStartError
 
 # What ncu collects: exactly the metrics the profile reads (solbench.data.profile), named outright, and
 # no section: a section brings every metric of its tables, each costing replay passes of every

@@ -56,12 +56,9 @@ from solbench.engine.problem_host import ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
-from solbench.guards import make_undumpable, review
-from solbench.guards.account import resolve_account
+from solbench.guards import make_undumpable, resolve_account, review
 from solbench.settings import WINDOW_STOP_WAIT_S
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
-from solbench.worker.jitcache import cache_key, source_digest
+from solbench.worker import CandidateFile, cache_key, source_digest, stop_on_signals, sweep_dead_workers
 
 
 @dataclass

@@ -33,7 +33,7 @@ from solbench.data import (
     sol,
 )
 from solbench.engine.provenance import candidate_git
-from solbench.worker.candidate import CandidateFile, baseline_of
+from solbench.worker import CandidateFile, baseline_of
 
 # The physics floor, two rules (see physics_floor): no time below the measured ceilings' T_ideal
 # less this noise margin (burst ceilings read within a few percent run to run; a read-only stream

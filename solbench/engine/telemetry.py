@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from solbench.settings import TELEMETRY_JOIN_S
-from solbench.timing.clockprobe import clocks_event_reasons, init_nvml, nvml_handle
+from solbench.timing import clocks_event_reasons, init_nvml, nvml_handle
 
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
 REASON_BITS: dict[int, str] = {

@@ -160,7 +160,7 @@ class Observer:
         self.handle: Any = None
         if device.startswith("cuda"):
             try:
-                from solbench.timing.clockprobe import init_nvml, nvml_handle
+                from solbench.timing import init_nvml, nvml_handle
 
                 self.nvml = init_nvml()
                 index = int(device.split(":")[1]) if ":" in device else 0

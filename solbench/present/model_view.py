@@ -38,7 +38,7 @@ from solbench.data import (
     scenario,
     workload_at,
 )
-from solbench.engine.work import workload_work
+from solbench.engine import workload_work
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.best_known import is_baseline
 from solbench.present.markup import one_line

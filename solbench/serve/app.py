@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from solbench._version import __version__
 from solbench.errors import SolbenchError
-from solbench.present.markup import one_line
+from solbench.present import one_line
 from solbench.serve import pages
 from solbench.serve.store import FINAL_STATES, QuotaError, Store, Token
 from solbench.settings import SSE_POLL_S

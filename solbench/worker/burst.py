@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from solbench.timing.config import TimingError, clone_output
-from solbench.timing.verify import bit_view
+from solbench.timing import TimingError, bit_view, clone_output
 
 # Bound at import, before any candidate code.
 _index_put_ = torch.Tensor.index_put_
