@@ -22,10 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from solbench.data.library import problems_root, resolve_problem
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.small import small_problem
+from solbench.data import Problem, ResultRecord, Status, Workload, problems_root, resolve_problem, small_problem
 from solbench.engine.options import RunOptions, dispatched, resolve_options
 from solbench.engine.runner import NullProgress, PlanItem, Progress, Runner
 from solbench.errors import ProblemError, SolbenchError, did_you_mean

@@ -24,9 +24,8 @@ from rich.text import Text
 from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time, plain, plain_line, run_settings
-from solbench.data.noise import NOISY_FLAG, noisy_reason
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import sol as sol_fraction
+from solbench.data import NOISY_FLAG, ResultRecord, Status, noisy_reason
+from solbench.data import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
 from solbench.present.markup import one_line
 from solbench.units import sol_text

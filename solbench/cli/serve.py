@@ -11,7 +11,7 @@ import typer
 from solbench.cli._app import app
 from solbench.cli._common import console, echo, err_console, plain, run_settings
 from solbench.cli.engine import progress_line, results_tables
-from solbench.data.record import ResultRecord, Status
+from solbench.data import ResultRecord, Status
 from solbench.errors import SolbenchError
 from solbench.settings import SERVE_LEASE_S
 

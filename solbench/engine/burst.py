@@ -43,8 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from solbench.data.inputs import make_inputs
-from solbench.data.record import Status
+from solbench.data import Status, make_inputs
 from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, reference_outputs
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs

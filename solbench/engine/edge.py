@@ -26,9 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data.domain import FORMAT_MAX, Domain, effective_domain, layout_spec, physical
-from solbench.data.inputs import make_inputs
-from solbench.data.problem import Problem, Tolerance, Workload
+from solbench.data import (
+    FORMAT_MAX,
+    Domain,
+    Problem,
+    Tolerance,
+    Workload,
+    effective_domain,
+    layout_spec,
+    make_inputs,
+    physical,
+)
 from solbench.errors import ProblemError
 
 _ROUND_KINDS = ("large", "offset", "offset_flipped", "tiny", "zeros", "specials", "permuted", "strided", "broadcast")

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data.inputs import make_inputs
-from solbench.data.record import Status
+from solbench.data import Status, make_inputs
 from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs

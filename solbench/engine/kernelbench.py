@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from solbench.data.interop.flashinfer_trace import ImportRefused, _slug
+from solbench.data import ImportRefused, slug
 from solbench.worker.candidate import import_file, module_name
 
 _REFERENCE = '''"""{title} of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call.{more}"""
@@ -129,10 +129,10 @@ def import_module(path: Path, out_dir: Path, force: bool = False) -> tuple[Path,
     stem = re.sub(r"^\d+_", "", path.stem)
     level = path.parent.name if path.parent.name.startswith("level") else None  # KernelBench's level1/ ...
     data = {
-        "name": f"kernelbench.{_slug(level) + '_' if level else ''}{_slug(stem)}"[:128],
+        "name": f"kernelbench.{slug(level) + '_' if level else ''}{slug(stem)}"[:128],
         "description": f"KernelBench {level + ' ' if level else ''}{path.stem}, imported from its module",
         "source": {"model": "KernelBench", "module": path.name, "note": "one fixed shape per problem (KernelBench)"},
-        "tags": ["kernelbench", _slug(level)] if level else ["kernelbench"],
+        "tags": ["kernelbench", slug(level)] if level else ["kernelbench"],
         "axes": {}, "inputs": specs,
         "outputs": {f"out{i}": _spec(t) for i, t in enumerate(outs)},
         "reference": "reference.py:run", "flops": flops, "bytes": "auto", "compute_dtype": dtype,

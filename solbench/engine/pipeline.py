@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data.problem import Problem, Workload
+from solbench.data import Problem, Workload
 from solbench.engine.ledger import Ledger
 from solbench.worker.candidate import CandidateFile
 

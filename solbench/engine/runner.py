@@ -32,11 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint
+from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_records
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate

@@ -101,7 +101,7 @@ class CpuLoad:
     """The machine's load while a CPU workload is timed (see the module docstring)."""
 
     def __init__(self, interval_s: float) -> None:
-        from solbench.data.cpu_estimate import cpu_count
+        from solbench.data import cpu_count
 
         self.interval_s = interval_s
         self.cpus = cpu_count()

@@ -33,7 +33,7 @@ import struct
 import time
 from typing import Any
 
-from solbench.data.dtypes import ITEMSIZE
+from solbench.data import ITEMSIZE
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER_BYTES = 16 << 20
@@ -156,7 +156,7 @@ def _shm_read(fd: int, descs: list[tuple[str, tuple[int, ...], int]]) -> list[An
     """Copy each described tensor out of the sender's file into a fresh CPU tensor."""
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     info = os.fstat(fd)
     offsets, total = _shm_offsets([n for _, _, n in descs])
@@ -313,7 +313,7 @@ def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_
     ``"wire": "cuda"``; without one such a message is a protocol error."""
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     fds: list[int] = []
     try:
