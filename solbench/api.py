@@ -21,8 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from solbench.data.problem import Problem
-from solbench.data.record import ResultRecord, Status
+from solbench.data import Problem, ResultRecord, Status
 from solbench.engine import interleave
 from solbench.engine.demo import CPU_DEMO_CANDIDATE, DEMO_PROBLEMS, demo_cpu_spec, demo_problems
 from solbench.engine.options import RunOptions, dispatched, resolve_options

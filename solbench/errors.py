@@ -44,12 +44,22 @@ def did_you_mean(name: object, known: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
+def error_message(error: dict[str, Any]) -> str:
+    """One pydantic error's message without its "Value error, " / "Assertion failed, " prefix: the
+    validator's own words."""
+    msg = str(error.get("msg", ""))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg
+
+
 def validation_lines(err: Any, schema: str) -> list[str]:
     """'key.path: reason' for each error of a pydantic ValidationError, worded for YAML authors."""
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
+        msg = error_message(e)
         if e["type"] == "extra_forbidden":
             msg = f"unknown key (check the spelling; see `solbench schema {schema}`)"
         elif e["type"] == "missing":

@@ -32,6 +32,7 @@ WARMUP_STABLE_REL = 0.02  # warm-up is over when the last 5 calls' median is thi
 FLUSH_L2_FACTOR = 2.0  # the L2 flush writes this many times the L2's size
 MIN_FLUSH_BYTES = 256 * 2**20  # the L2 flush when the L2's size is unknown (and the CUPTI cross-check's)
 GRAPH_THRESHOLD_S = 20e-6  # timing method auto picks graph below this first-estimate call time
+BURST_DEVICE_BUDGET_BYTES = 16 << 30  # most device memory a burst's rotated inputs and outputs take
 OUTPUT_SETTLE_S = 0.002  # how long a candidate's outputs must stay unchanged after a call
 
 # --- processes: workers, executors, tools -----------------------------------------------------------
@@ -43,6 +44,9 @@ ACTOR_START_TIMEOUT_S = 600.0  # a Ray actor waits for a free GPU and imports to
 ACTOR_STOP_TIMEOUT_S = 30.0  # a Ray actor's close and termination, each
 EXECUTOR_EXIT_WAIT_S = 10.0  # a local executor process's exit after it was told to stop
 EXECUTOR_JOIN_S = 60.0  # the driver's wait for an executor's thread at the end of a run
+GATE_LONG_JOIN_S = 2.0  # a long request joins those in flight while the first waiting timing waited less
+WINDOW_STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
+TELEMETRY_JOIN_S = 1.0  # the wait for the telemetry sampler's thread when it stops
 PARENT_POLL_S = 1.0  # how often an executor checks its driver is alive
 GIT_TIMEOUT_S = 10.0  # one git command of the provenance
 NCU_VERSION_TIMEOUT_S = 60.0  # `ncu --version`

@@ -20,9 +20,9 @@ NAME = re.compile(r"timeout|_wait|wait_|budget|cooldown|cool_down|grace|poll|war
 
 
 def _number(node: ast.AST) -> bool:
-    """A non-zero number literal (or arithmetic on literals), also as pydantic's ``Field(number, ...)``;
-    0 means "none" (no grace, no flush), not a default one could tune."""
-    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Field" and node.args:
+    """A non-zero number literal (or arithmetic on literals), also as the default of pydantic's
+    ``Field(number, ...)`` or typer's ``Option(number, ...)``; 0 means "none" (no grace, no flush)."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Field", "Option") and node.args:
         return _number(node.args[0])
     if isinstance(node, ast.BinOp):
         return all(isinstance(n, ast.Constant) or _number(n) for n in (node.left, node.right))
@@ -69,6 +69,7 @@ def test_no_default_is_defined_outside_the_settings_module():
     "def f(*, poll_s=-1):\n    pass\n",
     "subprocess.run(cmd, timeout=60)\n",
     "class O(BaseModel):\n    budget_s: float = Field(1.0, description='x')\n",
+    "def serve(lease: float = typer.Option(30.0, '--lease')):\n    pass\n",
 ])
 def test_the_scan_finds_a_default_defined_elsewhere(source):
     assert defaults_outside(source), source

@@ -9,20 +9,26 @@ rich markup is escaped with :func:`plain` first, so it cannot open a ``[link=...
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 import os
-from collections.abc import Iterable
+import typing
+from collections.abc import Callable, Iterable
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.segment import Segment
+from rich.text import Text
 
+from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions
 from solbench.errors import SolbenchError
-from solbench.present.markup import clean_text
+from solbench.present.markup import clean_text, one_line
 from solbench.units import si
 
 
@@ -96,8 +102,6 @@ err_console = _console(stderr=True)
 
 def require_results(paths: Iterable[object], hint: str = "pass result files (.jsonl) or folders of them") -> None:
     """One clear error for the first results path that does not exist (readers would only warn)."""
-    from pathlib import Path
-
     for p in paths:
         if not Path(str(p)).exists():
             raise SolbenchError(f"{p}: no such file or folder: {hint}")
@@ -105,3 +109,89 @@ def require_results(paths: Iterable[object], hint: str = "pass result files (.js
 
 def fmt_time(t: float | None) -> str:
     return si(t, "s")
+
+
+def plain_line(line: str) -> None:
+    """A line for the user on standard error, as it is (no markup): a shipped candidate skipped, ..."""
+    err_console.print(line, markup=False, highlight=False)
+
+
+# --- results files: the commands that read records ---------------------------------------------------
+DEFAULT_RESULTS = Path("results")
+MAX_WARNINGS_SHOWN = 10
+
+
+def load(paths: list[Path] | None):
+    """The results frame of these files or folders (default: results/), its warnings shown."""
+    from solbench.present.frame import load_results
+
+    require_results(paths or [])
+    if not paths and not DEFAULT_RESULTS.is_dir():
+        raise SolbenchError("no results/ folder here: pass result files (.jsonl), or run `solbench run` first")
+    df = load_results(paths or [DEFAULT_RESULTS], warn=False)
+    warn(df.attrs.get("warnings", []))  # kept in attrs too: the HTML and JSON outputs list them
+    return df
+
+
+def warn(lines: list[str]) -> None:
+    """One ``warning:`` line each on stderr, cleaned and cut; past MAX_WARNINGS_SHOWN, a count."""
+    for w in lines[:MAX_WARNINGS_SHOWN]:
+        err_console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"), soft_wrap=True)
+    if len(lines) > MAX_WARNINGS_SHOWN:
+        err_console.print(Text(f"... and {len(lines) - MAX_WARNINGS_SHOWN} more warnings", style="yellow"))
+
+
+def done(what: str, path: Path) -> None:
+    """``what: path`` on standard output: what a command wrote, and where."""
+    console.print(Text(f"{what}: {path}"))
+
+
+# --- run settings as options: every flag, default and help comes from RunOptions ---------------------
+# A field's flag is ``--`` and its name without ``_s``, ``-`` for ``_``; these say otherwise.
+RUN_FLAGS = {"cooldown_max_s": "--cooldown", "all_streams": "--all-streams/--events-only", "guards": " /--no-guards",
+             "edge_rounds": " /--no-edge", "worker_reads": "--worker-read"}
+RUN_HELP = {"guards": "run without the guards, only to measure what they add; never for untrusted code (every "
+                      f"record is flagged {GUARDS_OFF_FLAG})",
+            "worker_reads": RunOptions.model_fields["worker_reads"].description + " (repeatable)"}
+
+
+def _run_option(name: str) -> tuple[Any, Any]:
+    """The command-line type and typer option of a RunOptions field."""
+    field = RunOptions.model_fields[name]
+    kind = field.annotation
+    if typing.get_origin(kind) is tuple:  # repeatable
+        kind = list[typing.get_args(kind)[0]]
+    elif type(None) in typing.get_args(kind):  # optional: the flag's own type
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    flag = RUN_FLAGS.get(name, "--" + name.removesuffix("_s").replace("_", "-"))
+    default = None if field.default_factory is not None or typing.get_origin(kind) is list else field.default
+    return kind, typer.Option(default, flag, help=RUN_HELP.get(name, field.description),
+                              show_default=not flag.startswith(" /"))
+
+
+def run_settings(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command decorator: the command takes these RunOptions fields (all when none are named) as options,
+    in place of its ``settings`` parameter, and receives the ones given as ``settings``, a dict by field name."""
+    fields = names or tuple(RunOptions.model_fields)
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        options = {name: _run_option(name) for name in fields}
+        own = list(inspect.signature(command).parameters.values())
+        at = [p.name for p in own].index("settings")
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+                 for name, (kind, option) in options.items()]
+
+        @functools.wraps(command)
+        def with_settings(**kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in fields}
+            given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v not in (None, [])}
+            return command(**kwargs, settings=given)
+
+        with_settings.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at]] + added
+            + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at + 1:]])
+        with_settings.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "settings"},
+                                         **{name: kind for name, (kind, _) in options.items()}}
+        return with_settings
+
+    return decorate

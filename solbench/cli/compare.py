@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from solbench.cli._app import app
-from solbench.cli._common import ListFormat, console, err_console
-from solbench.cli.present import DEFAULT_RESULTS, RESULTS_ARG, _done, _load, _warn, selecting
+from solbench.cli._common import DEFAULT_RESULTS, ListFormat, console, done, err_console, load, warn
+from solbench.cli.present import RESULTS_ARG, selecting
 from solbench.errors import SolbenchError
 
 
@@ -86,9 +86,9 @@ def compare(
             if not Path(value).exists():
                 raise SolbenchError(f"{label} {value}: no such results file or folder; to compare two candidates "
                                     "of one result set, pass --by candidate")
-        frames = (_load([Path(base)]), _load([Path(new)]))
+        frames = (load([Path(base)]), load([Path(new)]))
     else:
-        df = _load(results or [DEFAULT_RESULTS])
+        df = load(results or [DEFAULT_RESULTS])
         frames = (df, df)
     result = cmp.compare_frames(*frames, by=by.value, base_name=base, new_name=new, min_effect=min_effect / 100.0,
                                 alpha=alpha, n_boot=bootstrap, problems=problem or (), gpus=gpu or ())
@@ -147,9 +147,9 @@ def history(
     from solbench.present import history as hist
     from solbench.present.chart_style import save
 
-    h = hist.result_history(_load(results), selection, min_effect=min_effect / 100.0, alpha=alpha,
+    h = hist.result_history(load(results), selection, min_effect=min_effect / 100.0, alpha=alpha,
                             min_points=min_runs)
-    _warn(h.warnings)
+    warn(h.warnings)
     if not h.series:
         raise SolbenchError(f"no series with {min_runs} run(s) or more: lower --min-runs or pass more results")
     if fmt == ListFormat.table:
@@ -162,4 +162,4 @@ def history(
         text = hist.to_markdown(h) if fmt == ListFormat.markdown else hist.to_json(h)
         typer.echo(text, nl=not text.endswith("\n"))
     if chart is not None:
-        _done("chart", save(hist.history_figure(h), chart))
+        done("chart", save(hist.history_figure(h), chart))

@@ -6,9 +6,10 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import typer
+from rich import box
+from rich.console import Group
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,13 +19,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from solbench import api
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, plain
-from solbench.data.noise import noisy_reason
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import sol as sol_fraction
+from solbench.cli._common import console, err_console, fmt_time, plain, plain_line, run_settings
+from solbench.data import NOISY_FLAG, ResultRecord, Status, noisy_reason
+from solbench.data import sol as sol_fraction
 from solbench.engine.options import GUARDS_OFF_FLAG
 from solbench.present.markup import one_line
 from solbench.units import sol_text
@@ -104,33 +105,48 @@ def _rate(x: float | None, scale: float) -> str:
     return f"{x / scale:.3g}" if x else "-"
 
 
-def results_tables(records: list[ResultRecord]) -> list[Table]:
-    """One table per problem: status, time, SOL, bound, achieved TFLOP/s and TB/s (G on the CPU), reason."""
+NARROW_COLUMNS = 100  # below this a run table keeps workload, candidate, status, time and SOL; reasons go below it
+
+
+def results_tables(records: list[ResultRecord], width: int | None = None) -> list[Table | Group]:
+    """One table per problem: status, time, SOL, bound, achieved TFLOP/s and TB/s (G on the CPU), reason.
+    On a terminal narrower than NARROW_COLUMNS (80 is common) the bound and rates are left out and each
+    reason is a line under the table, so nothing is cut or folded letter by letter."""
     by_problem: dict[str, list[ResultRecord]] = {}
     for r in records:
         by_problem.setdefault(r.problem, []).append(r)
-    tables = []
-    for problem, rows in by_problem.items():
-        prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
-        table = Table(title=f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})", title_justify="left")
-        for col in ("workload", "candidate", "status", "time", "SOL", "bound", f"{prefix}FLOP/s", f"{prefix}B/s"):
-            numeric = col in ("time", "SOL") or col.endswith("/s")
-            # Numbers never wrap; names fold rather than end in "…" when the terminal is narrow.
-            table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric,
-                             overflow="ellipsis" if numeric else "fold")
-        reasons = any(r.reason or (r.status == Status.PASSED.value and noisy_reason(r.timing)) for r in rows)
-        if reasons:
-            table.add_column("reason", overflow="fold", ratio=1, min_width=20)
-        for r in rows:
-            style = _STATUS_STYLE.get(r.status, "")
-            noisy = noisy_reason(r.timing) if r.status == Status.PASSED.value else None
-            status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
-            cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s),
-                     sol_text(r.sol), plain(r.bound),
-                     _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
-            table.add_row(*cells, *([plain((r.reason or noisy or "")[:200])] if reasons else []))
-        tables.append(table)
-    return tables
+    return [_results_table(problem, rows, width is not None and width < NARROW_COLUMNS)
+            for problem, rows in by_problem.items()]
+
+
+def _results_table(problem: str, rows: list[ResultRecord], narrow: bool) -> Table | Group:
+    prefix, scale = ("T", 1e12) if rows[0].device_type == "cuda" else ("G", 1e9)
+    title = f"{plain(problem)} (scored against {plain(rows[0].gpu_spec)})"
+    # narrow: the title on a line of its own (a table's title wraps at the table's width)
+    table = Table(title=None if narrow else title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD)
+    wide_cols = () if narrow else ("bound", f"{prefix}FLOP/s", f"{prefix}B/s")
+    for col in ("workload", "candidate", "status", "time", "SOL", *wide_cols):
+        numeric = col in ("time", "SOL") or col.endswith("/s")
+        # Numbers and statuses never wrap; names fold rather than end in "…" when the terminal is narrow.
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
+                         overflow="ellipsis" if numeric else "fold")
+    why = {id(r): r.reason or (noisy_reason(r.timing, r.telemetry) if r.status == Status.PASSED.value else None)
+           for r in rows}
+    reasons = any(why.values())
+    if reasons and not narrow:
+        table.add_column("reason", overflow="fold", ratio=1, min_width=20)
+    for r in rows:
+        style = _STATUS_STYLE.get(r.status, "")
+        noisy = r.status == Status.PASSED.value and noisy_reason(r.timing, r.telemetry)
+        status = f"[{style}]{plain(r.status)}[/]" + (" [yellow]noisy[/]" if noisy else "")
+        cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s), sol_text(r.sol)]
+        if not narrow:
+            cells += [plain(r.bound), _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
+        table.add_row(*cells, *([plain((why[id(r)] or "")[:200])] if reasons and not narrow else []))
+    if not narrow:
+        return table
+    notes = [Text(f"  {r.workload} {r.solution}: {(why[id(r)] or '')[:300]}", overflow="fold") for r in rows if why[id(r)]]
+    return Group(Text(title, style="italic"), table, *notes)
 
 
 def interleave_tables(records: list[ResultRecord]) -> list[Table]:
@@ -161,6 +177,18 @@ def interleave_tables(records: list[ResultRecord]) -> list[Table]:
     return tables
 
 
+def noisy_note(records: list[ResultRecord]) -> list[str]:
+    """One line when timings are noisy: how many, and whether the machine was busy while they ran."""
+    noisy = [r for r in records if NOISY_FLAG in r.flags]
+    if not noisy:
+        return []
+    busy = sum("machine_busy" in r.flags for r in noisy)
+    why = (f"the machine was busy during {busy} of them (other processes on its CPUs)" if busy else
+           "their spread is wide")
+    return [f"{len(noisy)} of {len(records)} timings are noisy ({why}): marked in the table; rerun on an idle "
+            "machine before ranking on them"]
+
+
 def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str, as_json: bool,
             interleaved: bool = False) -> None:
     passed = sum(r.status == Status.PASSED.value for r in records)
@@ -169,10 +197,10 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
     if interleaved:  # the failures' reasons still get their rows; the passed rounds are summarised
         failed = [r for r in records if r.status != Status.PASSED.value]
-        for table in (results_tables(failed) if failed else []) + interleave_tables(records):
+        for table in (results_tables(failed, out.width) if failed else []) + interleave_tables(records):
             out.print(table)
     else:
-        for table in results_tables(records):
+        for table in results_tables(records, out.width):
             out.print(table)
     out.print(f"{passed} of {len(records)} passed on {plain(device)} (spec {plain(spec_id)}); records appended to "
               f"{plain(output)}",
@@ -181,74 +209,32 @@ def _finish(records: list[ResultRecord], output: Path, spec_id: str, device: str
         raise typer.Exit(1)
 
 
-def _setting(name: str, *flags: str, **kw: Any) -> Any:
-    """A typer option for a RunOptions field: its default and help are the model's (declared there only)."""
-    field = api.RunOptions.model_fields[name]
-    default = None if field.default_factory is not None else field.default  # computed: its help says how
-    return typer.Option(default, *flags, help=kw.pop("help", field.description), **kw)
-
-
-def _plain_line(line: str) -> None:
-    """A line for the user on standard error, as it is (no markup): a shipped candidate skipped, ..."""
-    err_console.print(line, markup=False, highlight=False)
-
-
 @app.command()
+@run_settings()
 def run(
     problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
     solution: list[Path] = typer.Option(None, "--solution", "-s",
                                         help="candidate .py file (repeatable); default: the problem's solutions/*.py"),
-    device: str = _setting("device", "--device"),
-    gpu: str = _setting("gpu", "--gpu"),
     output: Path = typer.Option(None, "-o", "--output",
                                 help="JSONL file to append to (default results/runs/<date>.jsonl)"),
     as_json: bool = typer.Option(False, "--json", help="print the records as JSON on stdout"),
-    timeout: float = _setting("timeout_s", "--timeout"),
-    compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
     workload: list[str] = typer.Option(None, "--workload", help="run only this workload (repeatable)"),
     small: bool = typer.Option(False, "--small", help="one workload 'small' at the problem's test_axes (quick CPU runs; "
                                "the default on a CPU when no --workload is named)"),
     all_workloads: bool = typer.Option(False, "--all-workloads", help="every workload, also on a CPU"),
     problems_dir: Path = typer.Option(None, "--problems", help="folder problems are named in (default: "
                                       "$SOLBENCH_PROBLEMS, else the shipped library)"),
-    seed: int = _setting("seed", "--seed"),
-    budget: float = _setting("budget_s", "--budget"),
-    rounds: int = _setting("rounds", "--rounds"),
-    timing_method: str = _setting("timing_method", "--timing-method"),
-    workers_ahead: int = _setting("workers_ahead", "--workers-ahead"),
-    in_flight: int = _setting("in_flight", "--in-flight"),
-    interleave: int = _setting("interleave", "--interleave"),
-    cooldown: float = _setting("cooldown_max_s", "--cooldown"),
-    all_streams: bool = _setting("all_streams", "--all-streams/--events-only"),
-    guards: bool = _setting("guards", " /--no-guards", help="run without the guards, only to measure what they add; "
-                            f"never for untrusted code (every record is flagged {GUARDS_OFF_FLAG})", show_default=False),
-    log_bytes: int = _setting("log_bytes", "--log-bytes"),
-    edge_rounds: bool = _setting("edge_rounds", " /--no-edge", show_default=False),
-    gpus: str = _setting("gpus", "--gpus"),
-    jobs: int = _setting("jobs", "--jobs"),
-    cluster: str = _setting("cluster", "--cluster"),
-    transport: str = _setting("transport", "--transport"),
-    jit_cache: str = _setting("jit_cache", "--jit-cache"),
-    worker_user: str = _setting("worker_user", "--worker-user"),
-    worker_read: list[str] = typer.Option(None, "--worker-read", help=api.RunOptions.model_fields["worker_reads"].description
-                                          + " (repeatable)"),
+    settings: dict = None,  # every RunOptions field as an option (run_settings)
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Check, time and score candidates; append one record per (candidate, workload). Exit 0 only if all pass."""
-    options = api.resolve_options(
-        device=device, gpu=gpu, timeout_s=timeout, compile_timeout_s=compile_timeout, budget_s=budget, rounds=rounds,
-        seed=seed, timing_method=timing_method, workers_ahead=workers_ahead, in_flight=in_flight,
-        interleave=interleave, cooldown_max_s=cooldown, all_streams=all_streams, guards=guards, log_bytes=log_bytes,
-        worker_user=worker_user, edge_rounds=edge_rounds,
-        gpus=gpus, jobs=jobs or None, cluster=cluster, transport=transport, jit_cache=jit_cache,
-        worker_reads=tuple(worker_read) if worker_read else None,
-    )
+    options = api.resolve_options(**settings)
     if not options.guards:
         err_console.print(f"[yellow]warning:[/] guards off (--no-guards): engine-only checks, every record is flagged "
                           f"{GUARDS_OFF_FLAG}; never use this for untrusted code", highlight=False)
     with RichProgress(enabled=not quiet) as progress:
         result = api.run_problems(problems, solution or None, options, output=output, workloads=workload or (),
-                                  small=small, progress=progress, log=_plain_line, problems_dir=problems_dir,
+                                  small=small, progress=progress, log=plain_line, problems_dir=problems_dir,
                                   all_workloads=all_workloads)
     _finish(result.records, result.output, result.spec_id, result.device, as_json,
             interleaved=options.interleave > 0)
@@ -267,7 +253,7 @@ def demo(
     with RichProgress(enabled=not quiet) as progress:
         result = api.demo(device, output, gpu=gpu, problems_dir=problems, progress=progress,
                           log=lambda line: err_console.print(line, markup=False, highlight=False))
-    for note in result.notes:
+    for note in [*result.notes, *noisy_note(result.records)]:
         err_console.print(note, highlight=False)
     try:
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)

@@ -21,10 +21,18 @@ from solbench.cli._common import (
     require_results,
     si,
 )
-from solbench.data.hardware import HardwareSpec, list_specs, load_spec
-from solbench.data.library import problems_root, resolve_problem
-from solbench.data.problem import find_problems, load_problem, problem_json_schema
-from solbench.data.validate import collect_files, validate_paths
+from solbench.data import (
+    HardwareSpec,
+    collect_files,
+    find_problems,
+    list_specs,
+    load_problem,
+    load_spec,
+    problem_json_schema,
+    problems_root,
+    resolve_problem,
+    validate_paths,
+)
 from solbench.engine.problem_host import new_host
 from solbench.engine.work import deep_check, problem_points, workload_point
 from solbench.errors import SolbenchError
@@ -62,7 +70,7 @@ def validate(
 
 def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, problems: Path | None) -> None:
     """`validate --measured`: declared FLOPs and bytes against the profiled records' counters."""
-    from solbench.data.library import library_explanations
+    from solbench.data import library_explanations
     from solbench.present.frame import load_results
     from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
 
@@ -163,8 +171,10 @@ def list_problems(
 def specs(
     fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
 ) -> None:
-    """The hardware spec files: peaks, bandwidth, ridge point."""
-    all_specs = list_specs()
+    """The hardware spec files: peaks, bandwidth, ridge point; and cpu_estimate, the built-in CPU bound."""
+    from solbench.data import cpu_estimate_spec
+
+    all_specs = [*list_specs(), cpu_estimate_spec()]  # `--gpu cpu_estimate` names it like a file's id
     if fmt == ListFormat.json:
         typer.echo(json.dumps([s.model_dump(mode="json") for s in all_specs], indent=2))
         return
@@ -228,7 +238,7 @@ def schema(kind: SchemaKind = typer.Argument(SchemaKind.problem)) -> None:
     elif kind == SchemaKind.spec:
         out = HardwareSpec.model_json_schema()
     else:
-        from solbench.data.record import ResultRecord
+        from solbench.data import ResultRecord
 
         out = ResultRecord.model_json_schema()
     typer.echo(json.dumps(out, indent=2))

@@ -10,12 +10,15 @@ import typer
 from rich.table import Table
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, fmt_time, json_text, plain
-from solbench.cli.present import RESULTS_ARG, _load
+from solbench.cli._common import DEFAULT_RESULTS, console, err_console, fmt_time, json_text, load, plain
+from solbench.cli.present import RESULTS_ARG
 from solbench.units import si, sol_text
 
 if TYPE_CHECKING:
     from solbench.present.model_view import ModelView
+
+
+IDEAL_ONLY_GPU = "h200_sxm"  # the GPU of the library's published records
 
 
 class PhaseChoice(str, Enum):
@@ -87,9 +90,19 @@ def model(
     """
     from solbench.present.model_view import model_view
 
-    df = _load(results)
+    ideal_only = not results and not DEFAULT_RESULTS.is_dir()  # no records at all: the ideal table still tells a lot
+    if ideal_only:
+        from solbench.present.frame import records_frame
+
+        df, gpu = records_frame([]), gpu or IDEAL_ONLY_GPU
+    else:
+        df = load(results)
     view = model_view(df, family, phase=phase.value, tokens=tokens, batch=batch, context=context, gpu=gpu,
                       candidates=tuple(candidate or ()), problems=problems)
+    if ideal_only:
+        view.missing.clear()
+        err_console.print(f"no results here: the ideal per-op times on {plain(view.spec.id)} only (--gpu ID for "
+                          "another; run the ops, then pass their result files, for measured times)", highlight=False)
     if chart is not None:
         from solbench.present.chart_style import save
         from solbench.present.model_chart import model_figure

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.text import Text
 
 from solbench.cli._app import app
-from solbench.cli._common import console, err_console, require_results
-from solbench.errors import SolbenchError
-from solbench.present.markup import one_line
+from solbench.cli._common import DEFAULT_RESULTS, console, done, load, warn
 
 if TYPE_CHECKING:
     from solbench.present.frame import Selection
@@ -31,9 +28,6 @@ if TYPE_CHECKING:
 plot_app = typer.Typer(help="Charts of result records (PNG, SVG or PDF by the output's suffix).",
                        no_args_is_help=True)
 app.add_typer(plot_app, name="plot")
-
-DEFAULT_RESULTS = Path("results")
-MAX_WARNINGS_SHOWN = 10
 
 
 class BoardFormat(str, Enum):
@@ -82,34 +76,11 @@ def selecting(command: Callable[..., None]) -> Callable[..., None]:
     return with_selection
 
 
-def _load(paths: list[Path] | None):
-    from solbench.present.frame import load_results
-
-    require_results(paths or [])
-    if not paths and not DEFAULT_RESULTS.is_dir():
-        raise SolbenchError("no results/ folder here: pass result files (.jsonl), or run `solbench run` first")
-    df = load_results(paths or [DEFAULT_RESULTS], warn=False)
-    _warn(df.attrs.get("warnings", []))  # kept in attrs too: the HTML and JSON outputs list them
-    return df
-
-
-def _warn(lines: list[str]) -> None:
-    """One ``warning:`` line each on stderr, cleaned and cut; past MAX_WARNINGS_SHOWN, a count."""
-    for w in lines[:MAX_WARNINGS_SHOWN]:
-        err_console.print(Text(f"warning: {one_line(w, 300)}", style="yellow"), soft_wrap=True)
-    if len(lines) > MAX_WARNINGS_SHOWN:
-        err_console.print(Text(f"... and {len(lines) - MAX_WARNINGS_SHOWN} more warnings", style="yellow"))
-
-
 def _warn_left_out(df, selection: Selection) -> None:
     """What the selection matched but the output will not show (another roof of a GPU)."""
     from solbench.present.frame import select_records
 
-    _warn(select_records(df, selection)[1])
-
-
-def _done(what: str, path: Path) -> None:
-    console.print(Text(f"{what}: {path}"))
+    warn(select_records(df, selection)[1])
 
 
 @app.command()
@@ -125,8 +96,8 @@ def leaderboard(
     from solbench.present.leaderboard import format_leaderboard, print_leaderboard
     from solbench.present.ranking import leaderboard as build_leaderboard
 
-    lb = build_leaderboard(_load(results), selection)
-    _warn(lb.left_out)
+    lb = build_leaderboard(load(results), selection)
+    warn(lb.left_out)
     if fmt == BoardFormat.table and output is None:
         print_leaderboard(lb, console, notes=False)  # said on stderr already
         return
@@ -136,7 +107,7 @@ def leaderboard(
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    _done("leaderboard", output)
+    done("leaderboard", output)
 
 
 def _plot_command(kind: str, what: str, doc: str) -> None:
@@ -152,9 +123,9 @@ def _plot_command(kind: str, what: str, doc: str) -> None:
         from solbench.present import plots
 
         plot = getattr(plots, f"plot_{kind}")
-        df = _load(results)
+        df = load(results)
         _warn_left_out(df, selection)
-        _done(what, plot(df, output, selection, title=title))
+        done(what, plot(df, output, selection, title=title))
 
     command.__doc__ = doc
     plot_app.command(kind)(selecting(command))
@@ -172,9 +143,9 @@ def _roofline(
     """Roofline chart: achieved FLOP/s against arithmetic intensity under the GPU's roofs (one GPU)."""
     from solbench.present import plots
 
-    df = _load(results)
+    df = load(results)
     _warn_left_out(df, selection)
-    _done("hierarchical roofline" if levels else "roofline",
+    done("hierarchical roofline" if levels else "roofline",
           plots.plot_roofline(df, output, selection, title=title, levels=levels))
 
 
@@ -200,9 +171,9 @@ def report(
     from solbench.present.report import write_report
 
     sources = [str(p) for p in results or [DEFAULT_RESULTS]]
-    df = _load(results)
+    df = load(results)
     _warn_left_out(df, selection)
-    base = _load(baseline) if baseline else None
+    base = load(baseline) if baseline else None
     path = write_report(df, output, selection, title=title, charts=charts.value, workers=jobs, sources=sources,
                         baseline=base)
-    _done("report", path)
+    done("report", path)

@@ -9,9 +9,9 @@ from rich.table import Table
 
 from solbench import api
 from solbench.cli._app import app
-from solbench.cli._common import console, fmt_time, plain
-from solbench.cli.engine import RichProgress, _plain_line, _setting
-from solbench.data.record import ResultRecord, Status
+from solbench.cli._common import console, fmt_time, plain, plain_line, run_settings
+from solbench.cli.engine import RichProgress
+from solbench.data import ResultRecord, Status
 from solbench.units import si
 
 
@@ -40,6 +40,7 @@ def profile_table(records: list[ResultRecord]) -> Table:
 
 
 @app.command()
+@run_settings("device", "gpu", "budget_s", "timeout_s", "compile_timeout_s", "seed", "guards", "worker_user")
 def profile(
     problems: list[str] = typer.Argument(..., help="problem.yaml paths, problem folders, or names (`solbench list`)"),
     solution: list[Path] = typer.Option(None, "--solution", "-s",
@@ -57,26 +58,17 @@ def profile(
     keep_reports: bool = typer.Option(False, "--keep-reports", help="keep each .ncu-rep beside the CSV"),
     only: list[str] = typer.Option(None, "--only", help="only the candidates whose name matches this glob "
                                                         "(repeatable), e.g. --only torch_eager --only 'triton_*'"),
-    device: str = _setting("device", "--device"),
-    gpu: str = _setting("gpu", "--gpu"),
-    budget: float = _setting("budget_s", "--budget"),
-    timeout: float = _setting("timeout_s", "--timeout"),
-    compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
-    seed: int = _setting("seed", "--seed"),
-    guards: bool = _setting("guards", " /--no-guards", help="run without the guards (records flagged guards-off); "
-                            "never for untrusted code", show_default=False),
-    worker_user: str = _setting("worker_user", "--worker-user"),
+    settings: dict = None,  # these RunOptions fields as options (run_settings)
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ) -> None:
     """Run, time and score as `solbench run`, then profile one call of each passing candidate under Nsight
     Compute (clocks left alone); the counters go to each record's `profile`. Exit 0 only if all profiled."""
-    options = api.resolve_options(device=device, gpu=gpu, budget_s=budget, timeout_s=timeout,
-                                  compile_timeout_s=compile_timeout, seed=seed, guards=guards, worker_user=worker_user)
+    options = api.resolve_options(**settings)
     with RichProgress(enabled=not quiet) as progress:
         result = api.profile_problems(problems, solution or None, options, output=output, workloads=workload or (),
                                       all_workloads=all_workloads, progress=progress, ncu=ncu,
                                       ncu_options=ncu_option or (), keep_reports=keep_reports,
-                                      log=_plain_line, only=only or ())
+                                      log=plain_line, only=only or ())
     console.print(profile_table(result.records))
     ok = sum(r.status == Status.PASSED.value and r.profile is not None and r.profile.status == "ok"
              for r in result.records)

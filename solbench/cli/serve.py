@@ -9,10 +9,11 @@ from pathlib import Path
 import typer
 
 from solbench.cli._app import app
-from solbench.cli._common import console, echo, err_console, plain
-from solbench.cli.engine import _setting, progress_line, results_tables
-from solbench.data.record import ResultRecord, Status
+from solbench.cli._common import console, echo, err_console, plain, run_settings
+from solbench.cli.engine import progress_line, results_tables
+from solbench.data import ResultRecord, Status
 from solbench.errors import SolbenchError
+from solbench.settings import SERVE_LEASE_S
 
 serve_app = typer.Typer(help="The submission service: an HTTP API, a durable queue, a database and a live "
                              "leaderboard in front of the engine (needs `pip install \"solbench\\[serve]\"`).",
@@ -31,25 +32,20 @@ def _db_option() -> typer.Option:
 
 
 @serve_app.callback()
+@run_settings("device", "gpu", "gpus", "cluster", "budget_s", "timeout_s", "compile_timeout_s")
 def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, "--port", help="port to listen on"),
     db: str = _db_option(),
-    device: str = _setting("device", "--device"),
-    gpu: str = _setting("gpu", "--gpu"),
-    gpus: str = _setting("gpus", "--gpus"),
-    cluster: str = _setting("cluster", "--cluster"),
-    budget: float = _setting("budget_s", "--budget"),
-    timeout: float = _setting("timeout_s", "--timeout"),
-    compile_timeout: float = _setting("compile_timeout_s", "--compile-timeout"),
+    settings: dict = None,  # these RunOptions fields as options (run_settings): every job runs with them
     problems: Path = typer.Option(None, "--problems", help="library folder submissions name problems from "
                                   "(default: $SOLBENCH_PROBLEMS, else the shipped library)"),
     allow_uploads: bool = typer.Option(False, "--allow-uploads", help="accept submissions that bring their own "
                                        "problem folder (its reference runs unsandboxed: trusted token holders only)"),
     max_source: int = typer.Option(256 * 1024, "--max-source", help="largest candidate source (and uploaded file), bytes"),
     max_body: int = typer.Option(2 * 1024 * 1024, "--max-body", help="largest request body, bytes"),
-    lease: float = typer.Option(30.0, "--lease", help="seconds without a heartbeat after which a running "
+    lease: float = typer.Option(SERVE_LEASE_S, "--lease", help="seconds without a heartbeat after which a running "
                                 "submission (its server killed) is queued again"),
     batch: int = typer.Option(8, "--batch", help="queued submissions one job process takes at once"),
     slots: int = typer.Option(1, "--slots", help="job processes at once (1 on one GPU: runs side by side "
@@ -66,8 +62,6 @@ def serve(
 
     if min(max_source, max_body, batch, slots) < 1 or lease <= 0:
         raise SolbenchError("--max-source, --max-body, --batch, --slots and --lease must be positive")
-    settings = {k: v for k, v in dict(device=device, gpu=gpu, gpus=gpus, cluster=cluster, budget_s=budget,
-                                      timeout_s=timeout, compile_timeout_s=compile_timeout).items() if v is not None}
     limits = Limits(max_source, max_body, allow_uploads, str(problems.resolve()) if problems else None)
     run_service(ServeConfig(db, host, port, settings, limits, state_dir, lease, batch, slots),
                 log=lambda line: err_console.print(line, markup=False, highlight=False))

@@ -18,7 +18,12 @@ from solbench.data.library import spec_dirs
 from solbench.data.yamlio import checked_model, read_yaml_file
 from solbench.errors import SpecError, did_you_mean
 
-_ID_RE = re.compile(r"^[a-z0-9_\-]+$")
+SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")  # a spec's id: also what a record may name to be looked up (never a path)
+
+
+def is_spec_id(text: object) -> bool:
+    """Whether ``text`` is a spec id (lower-case letters, digits, _ and -, at most 64): safe to look up by name."""
+    return isinstance(text, str) and SPEC_ID.fullmatch(text) is not None
 NUMERIC_FIELDS = ("sm_count", "l2_bytes", "memory_bytes", "memory_bandwidth", "boost_clock_mhz", "l2_bandwidth",
                   "l1_bandwidth")
 # The hierarchical roofline's levels: bandwidth field of each (HBM/DRAM, L2, L1), outermost first.
@@ -137,24 +142,15 @@ class HardwareSpec(BaseModel):
 
 def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     errs = []
-    if not _ID_RE.match(spec.id):
-        errs.append(f"id: {spec.id!r} must be lower-case letters, digits, _ or -")
+    if not is_spec_id(spec.id):
+        errs.append(f"id: {spec.id!r} must be 1 to 64 lower-case letters, digits, _ or -")
     if spec.kind == "datasheet" and not by_path and spec.path is not None and spec.path.stem != spec.id:
         errs.append(f"id: {spec.id!r} must equal the file name ({spec.path.stem}); a copy given by path "
                     "(--gpu FILE) may have any name")
     if not spec.dense:
         errs.append("dense: spec files hold dense (non-sparse) peaks only")
     if spec.kind == "datasheet":
-        if not spec.sources:
-            errs.append("sources: a datasheet spec needs at least one source")
-        for f in NUMERIC_FIELDS:
-            if getattr(spec, f) is not None and f not in spec.provenance:
-                errs.append(f"provenance.{f}: every number needs a source")
-        if spec.launch_floor_s and "launch_floor_s" not in spec.provenance:
-            errs.append("provenance.launch_floor_s: every number needs a source")
-        for k in spec.peak_flops:
-            if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
-                errs.append(f"provenance.peak_flops.{k}: every number needs a source")
+        errs.extend(_source_errors(spec))
     elif spec.measured is None:
         errs.append("measured: a measured spec says how, when and on what it was measured")
     # Units: bandwidth in bytes/s, peaks in FLOP/s. Catches GB/s and TFLOP/s typed in.
@@ -165,6 +161,20 @@ def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     for k, v in spec.peak_flops.items():
         if not low <= v <= 1e17:
             errs.append(f"peak_flops.{k}: {v:g} FLOP/s is implausible (write FLOP/s, e.g. 989.4e12)")
+    return errs
+
+
+def _source_errors(spec: HardwareSpec) -> list[str]:
+    """A datasheet spec names its sources, and a source for every number."""
+    errs = [] if spec.sources else ["sources: a datasheet spec needs at least one source"]
+    for f in NUMERIC_FIELDS:
+        if getattr(spec, f) is not None and f not in spec.provenance:
+            errs.append(f"provenance.{f}: every number needs a source")
+    if spec.launch_floor_s and "launch_floor_s" not in spec.provenance:
+        errs.append("provenance.launch_floor_s: every number needs a source")
+    for k in spec.peak_flops:
+        if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
+            errs.append(f"provenance.peak_flops.{k}: every number needs a source")
     return errs
 
 
@@ -235,7 +245,7 @@ def cpu_estimate_spec() -> HardwareSpec:
 def load_spec_id(spec_id: str, spec_dir: str | Path | None = None) -> HardwareSpec:
     """A spec by id only, never by path: for a GPU named in a result record, which anyone may write
     (a record naming ``/etc/shadow`` must not get it opened, nor quoted in an error)."""
-    if not (isinstance(spec_id, str) and len(spec_id) <= 64 and _ID_RE.match(spec_id)):
+    if not is_spec_id(spec_id):
         shown = "".join(c if c.isprintable() else "?" for c in str(spec_id))[:40]
         raise SpecError(f"the records name GPU {shown!r}, which is not a spec id (letters, digits, _ and -): "
                         "pass --gpu ID (see `solbench specs`)")

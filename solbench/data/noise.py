@@ -23,8 +23,20 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def noisy_reason(timing: Mapping[str, Any] | None) -> str | None:
-    """Why a record's ``timing`` is too noisy to trust at face value, or None."""
+def machine_note(telemetry: Mapping[str, Any] | None) -> str | None:
+    """What a CPU record's telemetry says about the machine while it was timed (``machine_busy``:
+    more runnable tasks than twice its CPUs, or time stolen by the hypervisor), or None."""
+    if not isinstance(telemetry, Mapping) or not telemetry.get("machine_busy"):
+        return None
+    runnable, cpus, steal = (_number(telemetry.get(k)) for k in ("runnable_mean", "cpus", "steal_share"))
+    parts = [f"{runnable:.1f} runnable tasks on {cpus:.0f} CPUs" if runnable is not None and cpus else None,
+             f"{steal:.0%} stolen" if steal else None]
+    return "the machine was busy (" + ", ".join(p for p in parts if p) + ")" if any(parts) else "the machine was busy"
+
+
+def noisy_reason(timing: Mapping[str, Any] | None, telemetry: Mapping[str, Any] | None = None) -> str | None:
+    """Why a record's ``timing`` is too noisy to trust at face value, or None; with its ``telemetry``,
+    what the machine was doing then (see :func:`machine_note`)."""
     if not isinstance(timing, Mapping):
         return None
     ci, median, p90 = (_number(timing.get(k)) for k in ("ci95_rel", "median_s", "p90_s"))
@@ -33,4 +45,5 @@ def noisy_reason(timing: Mapping[str, Any] | None) -> str | None:
         reasons.append(f"95% interval ±{ci:.0%} of the median")
     if median and p90 is not None and p90 > NOISY_P90_RATIO * median:
         reasons.append(f"p90 {p90 / median:.1f}x the median")
-    return "noisy timing: " + ", ".join(reasons) if reasons else None
+    machine = machine_note(telemetry) if reasons else None
+    return "noisy timing: " + ", ".join(reasons) + (f"; {machine}" if machine else "") if reasons else None

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from solbench.data.record import ResultRecord
+from solbench.errors import error_message
 
 MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
 _INT_RANGE = (-(2**63), 2**64)
@@ -138,7 +139,7 @@ def _schema_problem(err: ValidationError) -> str:
     field = ".".join(str(part) for part in first["loc"])
     where = f"{ascii(field[:80])[1:-1]}: " if field else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"not a valid record: {where}{first['msg']}{more}, line skipped"
+    return f"not a valid record: {where}{error_message(first)}{more}, line skipped"
 
 
 def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str]:

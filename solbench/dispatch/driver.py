@@ -20,10 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import load_problem
-from solbench.data.record import ResultRecord, Status
-from solbench.data.results import append_records
+from solbench.data import HardwareSpec, ResultRecord, Status, append_records, load_problem
 from solbench.dispatch.items import WorkItem, record_key, split_plan
 from solbench.engine.identity import RunIdentity
 from solbench.engine.options import RunOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from solbench.data.problem import Problem, Workload
+from solbench.data import Problem, Workload
 from solbench.engine.runner import PlanItem
 from solbench.errors import SolbenchError
 

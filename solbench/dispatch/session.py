@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from solbench.data.problem import load_problem
-from solbench.data.record import ResultRecord
+from solbench.data import ResultRecord, load_problem
 from solbench.dispatch.items import WorkItem
 from solbench.engine.identity import RunIdentity
 from solbench.engine.options import RunOptions

@@ -17,7 +17,8 @@ times the request with its own clock:
 * the parent's time per call is ``(wall - rtt) / n``, ``rtt`` the least of ``PINGS`` empty requests
   (at most ``RTT_SHARE`` of the wall time is taken off: a worker cannot buy more by answering pings
   slowly). On the CPU the worker's CPU time and its descendants' (the kernel's count) stand in for
-  the wall time where less, and 1.5 x the harness's own work per call (measured here) is taken off.
+  the wall time where less, and the harness's own work per call (measured here) is taken off (where
+  it is more than ``MAX_OVERHEAD_SHARE`` of the time, the burst concludes nothing).
   The claimed time (the median the parent recomputed from the raw samples) is compared with it:
   below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a second miss makes the
   record REWARD_HACK;
@@ -42,11 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from solbench.data.inputs import make_inputs
-from solbench.data.record import Status
+from solbench.data import Status, make_inputs
 from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, reference_outputs
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
+from solbench.settings import BURST_DEVICE_BUDGET_BYTES
 from solbench.timing.verify import bit_view
 
 TARGET_S = 0.05  # how long a burst lasts at the claimed time
@@ -58,13 +59,12 @@ OUTPUT_BUDGET_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
 # The least claimed / parent-measured ratio an honest candidate shows (measured: docs/security.md).
 MIN_RATIO = {"cpu": 0.25, "cuda": 0.25}
 OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
-# The worker's share of the harness's work per call, as a multiple of the parent's measure of it (the
-# worker's own loop, under its guards, measured up to ~1.5 x the parent's on a loaded CPU).
-OVERHEAD_FACTOR = 1.5
+# The most of a burst's time the harness's own work may account for and the burst still conclude:
+# beyond it, what is left for the candidate is too small a difference of two noisy figures.
+MAX_OVERHEAD_SHARE = 0.75
 MIN_WINDOW_S = 0.005
 DEVICE_TARGET_S = 1.0  # a GPU's second burst: long enough for several NVML utilisation samples
 MAX_DEVICE_CALLS = 200_000
-DEVICE_BUDGET_BYTES = 16 << 30
 MIN_NVML_SAMPLES = 3
 DEVICE_OVERHEAD_CALLS = 200  # calls of the harness's own loop traced in the parent (GPU)
 MIN_UTIL = 0.02  # below this the device did (almost) nothing NVML counts: judged by the wall time  # a shorter burst (outputs too large to keep enough calls) concludes nothing
@@ -274,16 +274,19 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
     On the CPU the worker's CPU time (the kernel's count) stands in for the wall time where it is
     less: a worker that shares its cores with other processes waits through part of a long burst,
     while the claimed median of short samples mostly misses those waits. The harness's own work per
-    call (``overhead_s``, :func:`harness_overhead`) is taken off: it is not the candidate's.
+    call (``overhead_s``, :func:`harness_overhead`) is taken off: it is not the candidate's. Where it is
+    more than ``MAX_OVERHEAD_SHARE`` of the time, nothing is concluded.
     """
     taken = min(rtt_s, RTT_SHARE * wall_s)
     busy = wall_s - taken
     if device_type == "cpu" and cpu_s is not None and cpu_s > 0:
         busy = min(busy, cpu_s)
-    per_call = max(busy - OVERHEAD_FACTOR * overhead_s * calls, 1e-12) / calls
+    share = overhead_s * calls / max(busy, 1e-12)
+    per_call = max(busy - overhead_s * calls, 1e-12) / calls
     ratio = claimed_s / per_call
-    conclusive = wall_s >= MIN_WINDOW_S
-    return {"calls": calls, "wall_s": wall_s, "rtt_s": rtt_s, "overhead_s": overhead_s, "per_call_s": per_call,
+    conclusive = wall_s >= MIN_WINDOW_S and share <= MAX_OVERHEAD_SHARE
+    return {"calls": calls, "wall_s": wall_s, "rtt_s": rtt_s, "overhead_s": overhead_s, "overhead_share": share,
+            "per_call_s": per_call,
             "ratio": ratio,
             "min_ratio": MIN_RATIO[device_type], "conclusive": conclusive,
             "ok": not conclusive or ratio >= MIN_RATIO[device_type]}
@@ -307,8 +310,9 @@ def judge_device(result: dict[str, Any], claimed_s: float, seen: dict[str, Any],
         return
     per_call = max(busy / calls - (harness_s or 0.0), 1e-12)
     ratio = claimed_s / per_call
+    conclusive = (harness_s or 0.0) <= MAX_OVERHEAD_SHARE * busy / calls
     result.update(judged_by="device", per_call_device_s=per_call, harness_device_s=harness_s, ratio_device=ratio,
-                  ok=ratio >= MIN_RATIO["cuda"])
+                  conclusive=conclusive, ok=not conclusive or ratio >= MIN_RATIO["cuda"])
 
 
 def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
@@ -345,13 +349,13 @@ def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type:
                 free_bytes: int | None = None) -> int:
     """The second burst's calls: as many on a CPU; on a GPU enough for ``DEVICE_TARGET_S`` at the wall
     time per call the first one showed (NVML's samples need that long), up to ``MAX_DEVICE_CALLS``, their
-    outputs within ``DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
+    outputs within ``BURST_DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
     worker's rows, the shared pool's and the parent's copies), and a third of the time left."""
     if device_type != "cuda":
         return calls
     per_call = result["wall_s"] / calls
     target = min(DEVICE_TARGET_S, max(deadline - time.monotonic(), 0.0) / 3)
-    budget = min(DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else DEVICE_BUDGET_BYTES * 8) // 8)
+    budget = min(BURST_DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else BURST_DEVICE_BUDGET_BYTES * 8) // 8)
     room = budget // max(out_bytes, 1)
     return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_DEVICE_CALLS, room))
 

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from solbench._version import __version__
-from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, spec_from_dict
+from solbench.data import HardwareSpec, detect_spec, load_spec, spec_from_dict
 from solbench.engine.environment import driver_version, package_versions
 from solbench.errors import SolbenchError, SpecError
 from solbench.settings import CALIBRATE_COOLDOWN_S, CALIBRATE_QUICK_COOLDOWN_S

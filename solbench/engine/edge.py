@@ -20,18 +20,34 @@ case's.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data.domain import FORMAT_MAX, Domain, effective_domain, layout_spec, physical
-from solbench.data.inputs import make_inputs
-from solbench.data.problem import Problem, Tolerance, Workload
+from solbench.data import (
+    FORMAT_MAX,
+    Domain,
+    Problem,
+    Tolerance,
+    Workload,
+    effective_domain,
+    layout_spec,
+    make_inputs,
+    physical,
+)
 from solbench.errors import ProblemError
 
 _ROUND_KINDS = ("large", "offset", "offset_flipped", "tiny", "zeros", "specials", "permuted", "strided", "broadcast")
 _SPECIAL_FRACTION = 0.01  # of an input's elements set to each legal special value
+OFFSET_DRAWS = 3
+"""Typical cases the offset rounds of a norm (tag ``norm``) run on at the small shape. Whether a
+one-pass variance fails on bfloat16 rows shifted by 3000 depends on which rows land where few values
+differ from the rest (measured: half the draws of vit_l16.layernorm's 9 rows, and of
+flux1_dev.adaln_modulate's 16); three draws of both signs make it rare that none does. Other rounds,
+and other families' offsets (a softmax's shift, attention's negative logits), fail or pass on any
+draw, so they run once: the norms are cheap, the attention and GEMM rounds are not."""
 _CACHE_ENTRIES = 4  # (problem, shape, seed) edge sets kept: every candidate of a problem sees the same ones
 
 
@@ -58,6 +74,7 @@ class EdgeRound:
 
 
 _cache: OrderedDict[tuple, list[EdgeRound]] = OrderedDict()
+_cache_lock = threading.Lock()  # the runner's lanes prepare cases in threads of their own
 
 
 def domains(problem: Problem) -> dict[str, Domain]:
@@ -98,30 +115,48 @@ def prepare_edge(problem: Problem, workload: Workload, axes: dict[str, int], *, 
     for label, shape_axes in edge_shapes(problem, workload, axes):
         key = (problem.name, tuple(sorted(shape_axes.items())), hash(problem.model_dump_json()),
                tuple(sorted(scalars.items())), str(problem.path), base_seed, device, label)
-        if key not in _cache:
+        with _cache_lock:
+            made = _cache.get(key)
+        if made is None:  # two lanes may both make it; the same seeds give the same rounds
             seed = derive(base_seed, problem.name, "edge", *key[1])
-            _cache[key] = _rounds_at(problem, label, shape_axes, seed, device, reference, gen_fn, tolerance, scalars)
+            made = _rounds_at(problem, label, shape_axes, seed, device, reference, gen_fn, tolerance, scalars)
+        with _cache_lock:
+            _cache[key] = made
+            _cache.move_to_end(key)
             while len(_cache) > _CACHE_ENTRIES:
                 _cache.popitem(last=False)
-        _cache.move_to_end(key)
-        rounds.extend(_cache[key])
+        rounds.extend(made)
     return rounds
 
 
 def _rounds_at(problem: Problem, label: str, axes: dict[str, int], seed: int, device: str,
                reference: Callable[..., dict[str, Any]], gen_fn: Callable[..., dict] | None, tolerance: Tolerance,
                scalars: dict[str, Any]) -> list[EdgeRound]:
-    base = make_inputs(problem, axes, seed, device=device, generator_fn=gen_fn, scalars=scalars)
+    """Every round kind on one typical case; for a norm (tag ``norm``) at the small shape, the offset
+    rounds on more cases (:data:`OFFSET_DRAWS`)."""
+    out = []
+    offsets = any(d.role == "value" and d.max_offset for d in domains(problem).values())
+    for draw in range(OFFSET_DRAWS if label == "small" and offsets and "norm" in problem.tags else 1):
+        kinds = _ROUND_KINDS if draw == 0 else ("offset", "offset_flipped")
+        base = make_inputs(problem, axes, seed + 1000 * draw, device=device, generator_fn=gen_fn, scalars=scalars)
+        out += _rounds_on(problem, label, axes, base, kinds, seed + 1000 * draw, reference, tolerance,
+                          f" (draw {draw + 1})" if draw else "")
+    return out
+
+
+def _rounds_on(problem: Problem, label: str, axes: dict[str, int], base: dict[str, Any], kinds: tuple[str, ...],
+               seed: int, reference: Callable[..., dict[str, Any]], tolerance: Tolerance, suffix: str
+               ) -> list[EdgeRound]:
     base_ref = reference(axes, base)
     base_stats = {n: _stats(t) for n, t in base_ref.items() if t.dtype.is_floating_point}
     doms = domains(problem)
     out = []
-    for i, kind in enumerate(_ROUND_KINDS):
+    for i, kind in enumerate(kinds):
         made = _make_round(kind, problem, doms, base, seed + i)
         if made is None:
             continue
         name, inputs, layouts = made
-        r = EdgeRound(name, label, dict(axes), inputs=inputs, layouts=layouts)
+        r = EdgeRound(name + suffix, label, dict(axes), inputs=inputs, layouts=layouts)
         if kind in ("permuted", "strided"):  # the same values in another layout: the typical outputs hold
             r.expected, r.atol = base_ref, {n: tolerance.atol for n in base_ref}
         else:
@@ -274,7 +309,3 @@ _KINDS: dict[str, tuple[Callable[[Domain], Any], Callable[[Any, Domain, int], An
     "strided": (lambda d: "strided" in d.layouts, lambda x, d, s: x, lambda ns, ds: "strided"),
     "broadcast": (lambda d: "broadcast" in d.layouts, lambda x, d, s: _broadcast_values(x), lambda ns, ds: "broadcast"),
 }
-
-
-def clear_cache() -> None:
-    _cache.clear()

@@ -10,7 +10,7 @@ from importlib import metadata
 from typing import Any
 
 from solbench._version import __version__
-from solbench.data.cpu_estimate import cpu_count, cpu_model
+from solbench.data import cpu_count, cpu_model
 
 _PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-ml-py", "numpy")
 

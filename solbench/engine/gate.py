@@ -10,7 +10,7 @@ Writer-preferring, so timings are not starved: while a timing waits, new untimed
 too, but for one case: while a *long* request (a load or first call, which may compile for
 seconds) is in flight, the timing waits for it anyway, so short requests still start meanwhile
 (they end before it, or soon after). A new long request starts then only within
-``LONG_JOIN_S`` of the first waiting timing (so compiles bunch up instead of following each other,
+``GATE_LONG_JOIN_S`` of the first waiting timing (so compiles bunch up instead of following each other,
 each holding the timings back); later it waits for the timings.
 
 Timings in batches: a timing must wait for the untimed requests in flight to end (the drain),
@@ -38,8 +38,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from solbench.settings import GATE_LONG_JOIN_S
+
 MAX_INTERVALS = 200_000  # a long run keeps its latest requests' intervals only
-LONG_JOIN_S = 2.0  # a long request joins those in flight while the first waiting timing waited less
 
 
 class WaitSink(Protocol):
@@ -87,7 +88,7 @@ class DeviceGate:
             return False
         if self._writers_waiting == 0:
             return True
-        if self._long > 0 and (not long or time.monotonic() - self._first_waiting < LONG_JOIN_S):
+        if self._long > 0 and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
             return True  # the timing waits for a long request anyway
         return not self._due()
 

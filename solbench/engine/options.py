@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from solbench.errors import SolbenchError
+from solbench.errors import SolbenchError, error_message
 from solbench.settings import BUDGET_S, CALL_TIMEOUT_S, COMPILE_TIMEOUT_S, COOLDOWN_MAX_S, LOG_BYTES, PROBLEM_TIMEOUT_S
 from solbench.timing.config import TimingConfig
 
@@ -130,7 +130,7 @@ class RunOptions(BaseModel):
             name = ".".join(str(p) for p in first["loc"]) or "run options"
             if first["type"] == "extra_forbidden":
                 raise SolbenchError(f"unknown run setting {name!r}: use one of {', '.join(cls.model_fields)}") from None
-            raise SolbenchError(f"run setting {name}: {first['msg']}") from None
+            raise SolbenchError(f"run setting {name}: {error_message(first)}") from None
 
     @field_validator("jit_cache", mode="before")
     @classmethod

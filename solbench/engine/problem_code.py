@@ -13,11 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solbench.data.cost import COST_SEED, Cost, cost_from_result
-from solbench.data.inputs import import_file, module_name
-from solbench.data.inputs import make_inputs as _assemble_inputs
-from solbench.data.problem import Problem, inside_folder
+from solbench.data import COST_SEED, Cost, Problem, cost_from_result, inside_folder
+from solbench.data import make_inputs as _assemble_inputs
 from solbench.errors import ProblemError, SolbenchError
+from solbench.worker.candidate import import_file, module_name
 
 
 def load_module(path: Path, name_hint: str = "ref") -> Any:
@@ -91,7 +90,7 @@ def workload_cost(problem: Problem, axes: dict[str, int], scalars: dict[str, Any
 def _meta_inputs(problem: Problem, axes: dict[str, int]) -> list[Any]:
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     args = []
     for name, spec in problem.inputs.items():
@@ -133,8 +132,9 @@ def deep_check(problem: Problem, rel_tol: float = 0.01) -> list[str]:
     """``validate --deep``: the FLOPs formula against FlopCounterMode on meta tensors (a cost hook:
     :func:`check_cost_hook`). One line per finding.
 
-    Only reported where FlopCounterMode counts something (matmul, conv, SDPA problems), since it
-    counts elementwise work as 0; a problem tagged ``causal`` may be counted at up to 2x.
+    Compared where FlopCounterMode counts something (matmul, conv, SDPA problems); a problem tagged
+    ``causal`` may be counted at up to 2x. Where it counts nothing (elementwise work), the formula
+    must stay under ``ELEMENTWISE_FLOPS_PER_BYTE`` per byte moved.
     """
     if problem.cost is not None:
         return check_cost_hook(problem, rel_tol)
@@ -155,7 +155,9 @@ def deep_check(problem: Problem, rel_tol: float = 0.01) -> list[str]:
             except SolbenchError:
                 errs.append(f"{label}: workloads.{w.name}: {err}")
                 continue
-        if counted != 0:
+        if counted == 0:
+            errs += _elementwise_bound(problem, axes, where, label)
+        else:
             declared = problem.flops_for(axes)
             ratio = counted / declared if declared else float("inf")
             lo, hi = (1 - rel_tol, 2.0 + rel_tol) if "causal" in problem.tags else (1 - rel_tol, 1 + rel_tol)
@@ -165,6 +167,20 @@ def deep_check(problem: Problem, rel_tol: float = 0.01) -> list[str]:
         if where != w.name:
             break
     return errs
+
+
+# Where FlopCounterMode counts nothing (elementwise work, reductions, gathers), a formula above this many
+# FLOPs per byte the op moves (``bytes: auto``) is a typo: a transcendental is a few dozen FLOPs.
+ELEMENTWISE_FLOPS_PER_BYTE = 64
+
+
+def _elementwise_bound(problem: Problem, axes: dict[str, int], where: str, label: object) -> list[str]:
+    declared, moved = problem.flops_for(axes), problem.auto_bytes(axes)
+    if declared <= ELEMENTWISE_FLOPS_PER_BYTE * max(moved, 1):
+        return []
+    return [f"{label}: flops: declared {declared:.4g} on workload {where}, but FlopCounterMode counts no matmul, "
+            f"conv or attention in the reference, and elementwise work does at most ~{ELEMENTWISE_FLOPS_PER_BYTE} "
+            f"FLOPs per byte moved ({moved:.4g} bytes here): check the formula"]
 
 
 def check_cost_hook(problem: Problem, rel_tol: float = 0.01) -> list[str]:

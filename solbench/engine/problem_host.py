@@ -45,9 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data.cost import Cost, cost_from_result
-from solbench.data.dtypes import ITEMSIZE
-from solbench.data.problem import Problem
+from solbench.data import ITEMSIZE, Cost, Problem, cost_from_result
 from solbench.errors import ProblemError, SolbenchError
 from solbench.settings import PROBLEM_TIMEOUT_S, WORKER_START_TIMEOUT_S
 
@@ -269,7 +267,7 @@ def _input(problem: Problem, name: str, value: Any, axes: dict[str, int], device
     """An input the host made, as declared: a plain tensor of its shape and dtype, or a scalar of its dtype."""
     import torch
 
-    from solbench.data.hookvalues import scalar_value
+    from solbench.data import scalar_value
 
     spec, shape = problem.inputs[name], problem.shape(name, axes)
     if shape is None:
@@ -285,7 +283,7 @@ def _input(problem: Problem, name: str, value: Any, axes: dict[str, int], device
 
 
 def _count(problem: Problem, what: str, value: Any) -> int:
-    from solbench.data.hookvalues import whole_number
+    from solbench.data import whole_number
 
     try:
         return whole_number(value)
@@ -363,7 +361,7 @@ _FUNCTIONS: dict[tuple[str, str], Any] = {}
 
 
 def _problem(msg: Any) -> tuple[str, Problem]:
-    from solbench.data.problem import problem_from_dict
+    from solbench.data import problem_from_dict
 
     key = json.dumps(msg, sort_keys=True)
     if key not in _PROBLEMS:
@@ -446,7 +444,7 @@ def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]
 
 
 def _scalar(problem: Problem, name: str, value: Any, dtype: str) -> Any:
-    from solbench.data.hookvalues import scalar_value
+    from solbench.data import scalar_value
 
     try:
         return scalar_value(value, dtype)
@@ -534,9 +532,12 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_arguments(f"python -m {ENTRY}", argv)
     sock, sandbox = enter_sandbox(args)
-    code = serve(sock, sandbox)
-    sock.close()
-    exit_now(code)
+    code = 1  # the channel closed or broke: the parent is gone, or stopped this host
+    try:
+        code = serve(sock, sandbox)
+    finally:  # whatever ended the loop, what the problem's code started goes with this process
+        sock.close()
+        exit_now(code)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,17 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solbench.data.ncu import NcuFormatError, parse_raw_csv
-from solbench.data.problem import Problem
-from solbench.data.profile import Profile, failed_profile, profile_from_kernels
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import RooflinePoint
+from solbench.data import (
+    NcuFormatError,
+    Problem,
+    Profile,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    failed_profile,
+    parse_raw_csv,
+    profile_from_kernels,
+)
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker

@@ -32,11 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint
+from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_records
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -62,6 +58,7 @@ from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
 from solbench.guards import make_undumpable, review
 from solbench.guards.account import resolve_account
+from solbench.settings import WINDOW_STOP_WAIT_S
 from solbench.worker.candidate import CandidateFile
 from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
 from solbench.worker.jitcache import cache_key, source_digest
@@ -371,7 +368,7 @@ class Runner:
         groups = [p.pid for s in slots for p in [s.client.proc if s.client is not None else None]
                   if p is not None and p.pid != timed and p.poll() is None]
         stopped = [g for g in groups if _signal_group(g, signal.SIGSTOP)]
-        deadline = time.monotonic() + STOP_WAIT_S
+        deadline = time.monotonic() + WINDOW_STOP_WAIT_S
         for pid in stopped:  # a stop signal takes effect when the process is next scheduled: wait for it
             _wait_stopped(pid, deadline)
         return lambda: [_signal_group(g, signal.SIGCONT) for g in stopped] and None
@@ -465,9 +462,6 @@ class Runner:
 
             with self.gate.shared(owner, "free", sink=ledger):
                 torch.cuda.empty_cache()
-
-
-STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
 
 
 def lanes_of(plan: list[PlanItem]) -> list[Lane]:

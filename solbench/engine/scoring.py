@@ -15,12 +15,23 @@ from datetime import datetime, timezone
 from typing import Any
 
 from solbench._version import __version__
-from solbench.data.cpu_estimate import CPU_ESTIMATE_ID
-from solbench.data.hardware import HardwareSpec, cpu_estimate_spec, detect_spec, load_spec, measured_refinement
-from solbench.data.noise import NOISY_FLAG, noisy_reason
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import RooflinePoint, point, sol
+from solbench.data import (
+    CPU_ESTIMATE_ID,
+    NOISY_FLAG,
+    HardwareSpec,
+    Problem,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    Workload,
+    cpu_estimate_spec,
+    detect_spec,
+    load_spec,
+    measured_refinement,
+    noisy_reason,
+    point,
+    sol,
+)
 from solbench.engine.provenance import candidate_git
 from solbench.worker.candidate import CandidateFile, baseline_of
 
@@ -127,7 +138,7 @@ def build_record(
     flags = list(evaluation.flags)
     if roof_kind == "estimate":
         flags.append(CPU_ESTIMATE_ID)
-    for key in ("power_throttled", "thermal_throttled"):
+    for key in ("power_throttled", "thermal_throttled", "machine_busy"):
         if telemetry.get(key):
             flags.append(key)
     flags.extend(f for f in evaluation.timing.get("flags", []) or [] if isinstance(f, str))

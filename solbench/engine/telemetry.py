@@ -1,10 +1,16 @@
-"""GPU telemetry around a workload: NVML sampled from the parent in a background thread.
+"""Telemetry around a workload's timing, sampled from the parent in a background thread: NVML on a GPU,
+the machine's load on a CPU (:class:`CpuLoad`).
 
 Recorded: SM and memory clocks (min/max), the clocks-event reasons OR-ed over every sample,
 temperature and power (min/max), and the energy used (the difference of
 ``nvmlDeviceGetTotalEnergyConsumption``). A result measured while a power or thermal reason was
 active carries ``power_throttled`` / ``thermal_throttled``. Where NVML is absent (no driver, no
-nvidia-ml-py, CPU runs) the result is ``{"available": false, "reason": ...}``.
+nvidia-ml-py) the result is ``{"available": false, "reason": ...}``.
+
+On a CPU: ``/proc/stat``'s runnable tasks (``procs_running``) each interval, and its CPU-time counters
+at start and stop (the share of time stolen by the hypervisor, the share busy), and the 1-minute load
+average. More runnable tasks than twice the CPUs, or more than 5% stolen, is ``machine_busy``: a
+time measured then says more about the machine than about the kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from solbench.settings import TELEMETRY_JOIN_S
 from solbench.timing.clockprobe import clocks_event_reasons, init_nvml, nvml_handle
 
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
@@ -50,6 +57,84 @@ def throttle_flags(mask: int) -> list[str]:
     return flags
 
 
+BUSY_RUNNABLE_PER_CPU = 2.0  # runnable tasks per CPU above which the machine is busy (the worker's own
+# threads and this sampler are a few: more than twice the CPUs is other work competing for them)
+BUSY_STEAL = 0.05  # a virtual machine's CPUs taken by the hypervisor for others
+
+
+def _proc_stat() -> tuple[list[int], int] | None:
+    """The aggregate CPU-time counters of /proc/stat and its procs_running; None without /proc."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    counters = next(([int(x) for x in ln.split()[1:]] for ln in lines if ln.startswith("cpu ")), [])
+    running = next((int(ln.split()[1]) for ln in lines if ln.startswith("procs_running ")), 0)
+    return counters, running
+
+
+def _loadavg() -> float | None:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            return float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_load_summary(start: list[int], stop: list[int], running: list[int], cpus: int,
+                     loadavg: float | None) -> dict[str, Any]:
+    """The CPU telemetry record from /proc/stat's counters at start and stop (user nice system idle
+    iowait irq softirq steal ...) and the runnable-task samples (pure; unit-tested)."""
+    delta = [b - a for a, b in zip(start, stop, strict=False)]
+    total = sum(delta[:8]) or 1
+    idle = sum(delta[3:5])
+    steal = delta[7] if len(delta) > 7 else 0
+    mean = sum(running) / len(running) if running else None
+    busy = (mean is not None and mean > BUSY_RUNNABLE_PER_CPU * cpus) or steal / total > BUSY_STEAL
+    return {"available": True, "kind": "cpu", "cpus": cpus, "samples": len(running),
+            "runnable_mean": mean, "runnable_max": max(running, default=None), "loadavg_1m": loadavg,
+            "busy_share": 1 - idle / total, "steal_share": steal / total, "machine_busy": bool(busy)}
+
+
+class CpuLoad:
+    """The machine's load while a CPU workload is timed (see the module docstring)."""
+
+    def __init__(self, interval_s: float) -> None:
+        from solbench.data import cpu_count
+
+        self.interval_s = interval_s
+        self.cpus = cpu_count()
+        self._running: list[int] = []
+        self._start: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        first = _proc_stat()
+        if first is None:
+            return False
+        self._start, running = first
+        self._running.append(running)
+        self._thread = threading.Thread(target=self._loop, name="solbench-cpu-load", daemon=True)
+        self._thread.start()
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            now = _proc_stat()
+            if now is not None:
+                self._running.append(now[1])
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=TELEMETRY_JOIN_S)
+        last = _proc_stat()
+        stop = last[0] if last else self._start
+        return cpu_load_summary(self._start, stop, self._running, self.cpus, _loadavg())
+
+
 def unavailable(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason}
 
@@ -67,6 +152,7 @@ class TelemetrySampler:
         self._errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._cpu: CpuLoad | None = None
         self._status: dict[str, Any] | None = None
         self._nvml: Any = None
         self._handle: Any = None
@@ -84,7 +170,10 @@ class TelemetrySampler:
 
     def start(self) -> None:
         if not self.device.startswith("cuda"):
-            self._status = unavailable(f"device is {self.device}: NVML telemetry is for NVIDIA GPUs")
+            self._cpu = CpuLoad(self.interval_s)
+            if not self._cpu.start():
+                self._cpu = None
+                self._status = unavailable(f"device is {self.device}: no /proc/stat to read its load from")
             return
         try:
             self._nvml = init_nvml()
@@ -101,6 +190,9 @@ class TelemetrySampler:
     def stop(self) -> None:
         """Stop sampling without waiting out a slow NVML call: on the H200 the sampler thread was
         seen in one for ~2.3 s per record. A sample still in flight is dropped (and said so in ``errors``)."""
+        if self._cpu is not None:
+            self._status, self._cpu = self._cpu.stop(), None
+            return
         if self._thread is None:
             return
         self._stop.set()

@@ -32,16 +32,12 @@ from typing import Any
 import torch
 
 from solbench.guards.findings import REWARD_HACK, Finding
-from solbench.timing import drive
+from solbench.timing import cudabind, drive
 
 # Bound at import (before the candidate): the probe's own clock cannot be patched away.
 _perf_counter_ns = time.perf_counter_ns
-_Event = torch.cuda.Event
-_EventBase = torch.cuda.Event.__mro__[1]
-_record = getattr(_EventBase, "record", None)
-_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
-_synchronize = torch.cuda.synchronize
-_sleep = getattr(torch.cuda, "_sleep", None)
+_Event, _record, _elapsed_ms = cudabind.Event, cudabind.record, cudabind.elapsed_ms
+_synchronize, _sleep = cudabind.synchronize, cudabind.sleep
 
 PROBES = 5
 ROUNDS = 3

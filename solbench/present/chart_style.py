@@ -6,6 +6,7 @@ backend, nothing left open, so a long report or a server can make thousands of t
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,8 +29,6 @@ CHART_COLUMNS = ("problem", "workload", "solution", "status", "gpu", "gpu_spec",
                  "bytes", "t_ideal_s", "t_compute_s", "t_memory_s", "bound", "timestamp", "timestamp_utc",
                  "timing.method", "solbench_version", "noisy")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
-STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
-                "REWARD_HACK": "HACK"}
 RC = {"font.size": 10, "axes.titlesize": 12, "axes.labelsize": 10.5, "legend.fontsize": 9,
       "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True,
       "grid.alpha": 0.3, "figure.dpi": 100}
@@ -153,6 +152,14 @@ def to_bytes(fig: Figure, fmt: str = "svg", dpi: int = 110) -> bytes:
         fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=_tight(fig), pad_inches=0.15,
                     metadata={"Date": None} if fmt == "svg" else None)
     return with_titles(buf.getvalue(), fig) if fmt == "svg" else buf.getvalue()
+
+
+MIME = {"svg": "image/svg+xml", "png": "image/png"}
+
+
+def data_uri(fig: Figure, fmt: str = "svg") -> str:
+    """The figure as a ``data:`` URI (SVG or PNG) for an ``<img>`` of a self-contained HTML page."""
+    return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
 
 
 def single_gpu(records: pd.DataFrame) -> str:

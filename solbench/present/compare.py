@@ -167,6 +167,17 @@ def _sides(base: pd.DataFrame, new: pd.DataFrame, by: By, base_name: str,
     return _groups(base, keys), _groups(new, keys), keys
 
 
+def _refuse_other_gpus(result: CompareResult, base: pd.DataFrame, new: pd.DataFrame) -> None:
+    """Nothing compared because the two sides were scored on different GPUs or roofs (two calibrations of
+    a CPU have different ids): one clear error instead of an empty table."""
+    gpus = [sorted({one_line(g, 60) for g in side["gpu"].dropna()}) for side in (base, new)]
+    if result.rows or not gpus[0] or not gpus[1] or set(gpus[0]) & set(gpus[1]):
+        return
+    raise CompareError(f"{result.base} was measured on {', '.join(gpus[0][:3])} and {result.new} on "
+                       f"{', '.join(gpus[1][:3])}: no pair shares a GPU and roof, and times of different machines or "
+                       "roofs are not compared; compare runs scored against one spec (--gpu ID on both runs)")
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, *, by: By = "file", base_name: str = "BASE",
                    new_name: str = "NEW", min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = DEFAULT_ALPHA,
                    n_boot: int = DEFAULT_BOOTSTRAP, problems: Sequence[str] = (), gpus: Sequence[str] = ()
@@ -195,6 +206,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, *, by: By = "file", ba
         result.rows.append(_compare_group(key, gb[k], gn[k], options))
     if not result.rows and not result.missing:
         raise CompareError("nothing to compare: no records on either side match (check the paths and filters)")
+    _refuse_other_gpus(result, base, new)
     result.summary = summarize(result.rows, alpha)
     return result
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
-import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,10 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from solbench.data.library import library_tags
-from solbench.data.noise import NOISY_CI95_REL, NOISY_FLAG, NOISY_P90_RATIO, noisy_reason
-from solbench.data.record import Status
-from solbench.data.results import read_records
+from solbench.data import (
+    NOISY_CI95_REL,
+    NOISY_FLAG,
+    NOISY_P90_RATIO,
+    Status,
+    is_spec_id,
+    library_tags,
+    noisy_reason,
+    read_records,
+)
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.markup import one_line
 
@@ -48,13 +53,15 @@ NUMERIC_COLUMNS = ("time_s", "sol", "flops", "bytes", "t_ideal_s", "t_compute_s"
 TEXT_COLUMNS = ("problem", "workload", "solution", "status", "device", "gpu_spec", "bound", "timestamp",
                 "solbench_version", "roof", "compute_dtype", "reason", "log")
 FAILURE_STATUSES = tuple(s.value for s in Status if s is not Status.PASSED)
+# A failure's short label where space is tight (leaderboard cells, chart marks); the legend says what each means.
+STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
+                "REWARD_HACK": "HACK"}
 # Identity of one measurement: the same line read twice (a file and its folder both given) is one record.
 _IDENTITY = ("problem", "workload", "solution", "status", "gpu_spec", "roof", "timestamp", "time_s", "run_id")
 ROOFS = ("datasheet", "measured", "estimate")  # what records carry; the order is the default's preference
 FLATTEN_LEVELS = 2  # telemetry.sm_clock_mhz.min is a column; deeper dicts (per-kernel tables) stay one cell
 MAX_SOL = 10.0
 MAX_MAGNITUDE = 1e30
-_SPEC_ID = re.compile(r"[a-z0-9_\-]{1,64}")  # a spec id to look up (never a path a record chose)
 
 
 class ResultsError(SolbenchError):
@@ -244,7 +251,7 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
     ``spec_path_env`` ($SOLBENCH_SPECS) is part of the cache key: it changes where specs are found.
     """
-    from solbench.data.hardware import load_spec_id
+    from solbench.data import load_spec_id
 
     try:
         spec = load_spec_id(spec_id)
@@ -255,7 +262,7 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
 def _gpu_id(gpu_spec: object, device: object) -> str:
     if isinstance(gpu_spec, str) and gpu_spec:
-        if _SPEC_ID.fullmatch(gpu_spec):  # a record's text is never a path to open
+        if is_spec_id(gpu_spec):  # a record's text is never a path to open
             return _base_spec_id(gpu_spec, os.environ.get("SOLBENCH_SPECS"))
         return gpu_spec
     return str(device) if isinstance(device, str) and device else "unknown"

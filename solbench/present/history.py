@@ -54,6 +54,12 @@ class Point:
         return self.when.strftime("%m-%d %H:%M") if self.when is not None else one_line(self.run, 12)
 
     @property
+    def commit_text(self) -> str:
+        """The short commit (``*``: dirty), or ``-`` when the run was not in a git checkout (the date has
+        its own column)."""
+        return self.commit[:8] + ("*" if self.dirty else "") if self.commit else "-"
+
+    @property
     def is_change(self) -> bool:
         return self.change is not None and self.change.verdict != "same"
 
@@ -169,8 +175,8 @@ def history_rows(h: History) -> list[list[str]]:
     for s in h.series:
         for p in s.points:
             rows.append([one_line(s.problem, 80), one_line(s.workload, 60), one_line(s.gpu, 40),
-                         one_line(s.candidate, 60), p.when.strftime("%y-%m-%d %H:%M") if p.when is not None else "-",
-                         one_line(p.label, 20), one_line(p.version or "-", 20), si(p.time_s, "s"), sol_text(p.sol),
+                         one_line(s.candidate, 60), p.when.strftime("%Y-%m-%d %H:%M") if p.when is not None else "-",
+                         one_line(p.commit_text, 20), one_line(p.version or "-", 20), si(p.time_s, "s"), sol_text(p.sol),
                          _change_text(p)])
     return rows
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from solbench.present.frame import FAILURE_STATUSES
+from solbench.present.frame import FAILURE_STATUSES, STATUS_SHORT
 from solbench.present.markup import fmt_share, markdown_cell, markdown_text, one_line, render, spreadsheet_safe
 from solbench.present.ranking import Leaderboard
 from solbench.units import sol_text
@@ -49,10 +49,6 @@ class DisplayTable:
     headers: tuple[str, ...]
     rows: list[list[str]]
     hacked: list[bool]
-
-
-STATUS_SHORT = {"INCORRECT": "INC", "RUNTIME_ERROR": "ERR", "COMPILE_ERROR": "CE", "TIMEOUT": "T/O",
-                "REWARD_HACK": "HACK"}
 
 
 def _failures(row: dict, short: bool = False) -> str:
@@ -153,7 +149,7 @@ def print_leaderboard(lb: Leaderboard, console: Console | None = None, *, notes:
             table.add_row(*(Text(c) for c in cells), style=style)
         console.print(table)
     console.print(Text("Failures: " + ", ".join(f"{v} = {k}" for k, v in STATUS_SHORT.items()) +
-                       f". SOL against {lb.roof_phrase}; ranked by passed, then geomean SOL.", style="dim"))
+                       f". SOL against {lb.roof_phrase}; ranked: no failure first, then passed, then geomean SOL.", style="dim"))
     if attainable_note(lb):
         console.print(Text(attainable_note(lb), style="dim"))
     for w in lb.notes if notes else ():

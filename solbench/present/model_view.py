@@ -21,13 +21,25 @@ from typing import Any
 
 import pandas as pd
 
-from solbench.data.hardware import HardwareSpec, load_spec, load_spec_id
-from solbench.data.library import problems_root
-from solbench.data.problem import Problem, find_problems, load_problem
-from solbench.data.rollup import Phase, RollupError, Scenario, in_phase, layer_problems, scenario, workload_at
-from solbench.data.roofline import point
+from solbench.data import (
+    HardwareSpec,
+    Phase,
+    Problem,
+    RollupError,
+    Scenario,
+    find_problems,
+    in_phase,
+    layer_problems,
+    load_problem,
+    load_spec,
+    load_spec_id,
+    point,
+    problems_root,
+    scenario,
+    workload_at,
+)
 from solbench.engine.work import workload_work
-from solbench.errors import SolbenchError
+from solbench.errors import SolbenchError, SpecError
 from solbench.present.best_known import is_baseline
 from solbench.present.markup import one_line
 
@@ -115,9 +127,13 @@ def best_record(records: pd.DataFrame, problem: Problem, sc: Scenario, gpu: str,
     return None if mine.empty else mine.loc[mine["time_s"].idxmin()]
 
 
-def _missing_line(problem: Problem, sc: Scenario, spec_id: str, candidates: Sequence[str]) -> str:
+def _missing_line(problem: Problem, sc: Scenario, spec_id: str | HardwareSpec, candidates: Sequence[str]) -> str:
+    """What to run for an op without a record; a calibrated spec is named by its file (its id alone
+    may be an unknown GPU to `run`)."""
     w = workload_at(problem, sc)
     who = f" of {', '.join(candidates)}" if candidates else ""
+    if isinstance(spec_id, HardwareSpec):
+        spec_id = str(spec_id.path) if spec_id.kind == "measured" and spec_id.path else spec_id.id
     if w is None:
         axes = ", ".join(f"{a}: {v}" for a, v in sc.axes_for(problem).items())
         return (f"{problem.name}: no workload at {sc.name} ({{{axes}}}); add one to its problem.yaml, then "
@@ -137,7 +153,14 @@ def pick_gpu(records: pd.DataFrame, names: Iterable[str], gpu: str | None) -> Ha
                           "(scripts/run_model.py), or pass other result files")
     if len(gpus) > 1:
         raise RollupError(f"records of several GPUs ({', '.join(one_line(g, 40) for g in gpus)}): pick one with --gpu")
-    return load_spec_id(gpus[0])  # a record's text: an id, never a path
+    try:
+        return load_spec_id(gpus[0])  # a record's text: an id, never a path
+    except SpecError as err:
+        if not str(err).startswith("unknown GPU"):  # not an id at all: that error says so
+            raise
+        raise RollupError(f"these records were scored against {one_line(gpus[0], 60)}, not a spec id known here (a "
+                          "calibrated spec: `solbench calibrate` and the demo write its file beside the records): "
+                          "pass that file with --gpu PATH") from None
 
 
 def _op_row(problem: Problem, sc: Scenario, spec: HardwareSpec, record: pd.Series | None) -> dict[str, Any]:
@@ -195,7 +218,7 @@ def _end_to_end(records: pd.DataFrame, family: list[Problem], sc: Scenario, spec
     return {"problem": p.name, "workload": w.name if w else None, "candidate": rec["solution"] if rec is not None else None,
             "t_measured_s": t, "t_ideal_s": pt.t_ideal_s, "ops_sum_s": ops_sum, "gap_s": gap,
             "gap_ratio": gap / ops_sum if gap is not None else None,
-            "missing": None if t is not None else _missing_line(p, sc, spec.id, candidates)}
+            "missing": None if t is not None else _missing_line(p, sc, spec, candidates)}
 
 
 def model_view(results: pd.DataFrame, model: str, *, phase: Phase = "decode", tokens: int | None = None,
@@ -214,7 +237,7 @@ def model_view(results: pd.DataFrame, model: str, *, phase: Phase = "decode", to
     family = [p for p in loaded if p.name.split(".", 1)[0] == ops_problems[0].name.split(".", 1)[0]]
     spec = pick_gpu(results, [p.name for p in family], gpu)
     best = {p.name: best_record(results, p, sc, spec.id, candidates) for p in ops_problems}
-    missing = [_missing_line(p, sc, spec.id, candidates) for p in ops_problems if best[p.name] is None]
+    missing = [_missing_line(p, sc, spec, candidates) for p in ops_problems if best[p.name] is None]
     ops = pd.DataFrame([_op_row(p, sc, spec, best[p.name]) for p in ops_problems])
     ops = _with_best_known(ops, results, ops_problems, sc, spec)
     layer = _layer(ops, spec, not missing)

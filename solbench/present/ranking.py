@@ -1,8 +1,11 @@
 """Rank candidates per problem and GPU, and overall, from result records.
 
 Per (problem, GPU): each candidate's best PASSED result per workload; candidates are ranked by
-(workloads passed, geometric-mean SOL over them), so one that fails a workload never ranks above
-one that passes all. A candidate caught reward hacking on a problem is shown with that status and
+(no failure, workloads passed, geometric-mean SOL over them), so one with a failure (an incorrect
+output, an error, a timeout) never ranks above one without; overall by (no failure, whole problems
+passed, workloads passed, geometric mean). Both tables count a candidate's workloads against every
+workload of the problems it ran (those in the records), so they agree. A candidate caught reward
+hacking on a problem is shown with that status and
 never ranked on it (nor overall on that GPU). Each GPU is ranked against one roof (datasheet,
 measured or estimate): SOLs against different roofs are not comparable. Records left out on the way
 (another roof of a GPU, an impossible number, an unreadable line) are named in ``left_out`` and
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from solbench.data.record import Status
+from solbench.data import Status
 from solbench.present.best_known import with_best_known
 from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select_records
 from solbench.present.markup import one_line
@@ -146,6 +149,11 @@ def _assign_ranks(table: pd.DataFrame, group: list[str], order: list[str]) -> pd
     return table.drop(columns=["_gm"]).reset_index(drop=True)
 
 
+def _clean(table: pd.DataFrame) -> pd.Series:
+    """Rows without a failure (reward hacks disqualify on their own)."""
+    return table[[s for s in FAILURE_STATUSES if s != HACK]].sum(axis=1) == 0
+
+
 def _note(row: dict) -> str:
     """What the numbers alone do not say (the passed counts already show partial passes)."""
     if row["disqualified"]:
@@ -173,7 +181,8 @@ def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     table["disqualified"] = table[HACK] > 0
     table["complete"] = (table["workloads_passed"] == table["workloads_total"]) & ~table["disqualified"]
     table = table.rename(columns={"solution": "candidate"})
-    table = _assign_ranks(table, ["problem", "gpu"], ["workloads_passed"])
+    table["_clean"] = _clean(table)
+    table = _assign_ranks(table, ["problem", "gpu"], ["_clean", "workloads_passed"]).drop(columns=["_clean"])
     table["note"] = [_note(r) for r in table.to_dict("records")]
     cols = ["problem", "gpu", "rank", "candidate", "workloads_passed", "workloads_total", "geomean_sol",
             "geomean_attainable_sol", "min_sol", "max_sol", "complete", "disqualified", "above_roof", *FAILURE_STATUSES, "note"]
@@ -183,9 +192,10 @@ def rank_problems(records: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
 def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.DataFrame) -> pd.DataFrame:
     keys = ["gpu", "solution"]
     cands = records[keys].drop_duplicates()
-    pairs = records[[*keys, "problem", "workload"]].drop_duplicates()
-    attempted = pairs.groupby(keys).agg(problems_attempted=("problem", "nunique"),
-                                        workloads_attempted=("workload", "size"))
+    # the workloads of the problems it ran, as the per-problem table counts them
+    ran = per_problem.rename(columns={"candidate": "solution"})
+    attempted = ran.groupby(keys).agg(problems_attempted=("problem", "nunique"),
+                                      workloads_attempted=("workloads_total", "sum"))
     b = best.assign(_log=_log_sol(best), _alog=_log_attainable(best), _ge5=best["sol"] >= SOL_THRESHOLDS[0],
                     _ge8=best["sol"] >= SOL_THRESHOLDS[1], _above=best["sol"] > 1.0)
     agg = b.groupby(keys).agg(workloads_passed=("sol", "size"), _log=("_log", "mean"), _alog=("_alog", "mean"),
@@ -202,9 +212,10 @@ def rank_overall(records: pd.DataFrame, best: pd.DataFrame, per_problem: pd.Data
     table["share_sol_ge_0_8"] = table.pop("_ge8") / table["workloads_attempted"]
     table["disqualified"] = table[HACK] > 0
     table = table.rename(columns={"solution": "candidate"})
-    # Whole problems passed, then workloads passed: a candidate that fails more never outranks one
-    # that fails less, whatever its SOL.
-    table = _assign_ranks(table, ["gpu"], ["problems_passed", "workloads_passed"])
+    # No failure, whole problems passed, then workloads passed: a candidate with a failure never
+    # outranks one without, nor one that fails more one that fails less, whatever its SOL.
+    table["_clean"] = _clean(table)
+    table = _assign_ranks(table, ["gpu"], ["_clean", "problems_passed", "workloads_passed"]).drop(columns=["_clean"])
     table["note"] = [_note(r) for r in table.to_dict("records")]
     cols = ["gpu", "rank", "candidate", "problems_passed", "problems_attempted", "workloads_passed",
             "workloads_attempted", "geomean_sol", "geomean_attainable_sol", "share_sol_ge_0_5", "share_sol_ge_0_8", "disqualified",

@@ -8,7 +8,6 @@ the file needs nothing else, fetches nothing, and runs no script (see :mod:`solb
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import multiprocessing
 import os
@@ -25,7 +24,7 @@ from rich.console import Console
 
 from solbench._version import __version__
 from solbench.errors import SolbenchError
-from solbench.present.chart_style import CHART_COLUMNS, palette_for, save, to_bytes
+from solbench.present.chart_style import CHART_COLUMNS, data_uri, palette_for, save, to_bytes
 from solbench.present.frame import Selection, load_results
 from solbench.present.leaderboard import attainable_note, display_tables, print_leaderboard
 from solbench.present.markup import one_line, render
@@ -38,7 +37,6 @@ from solbench.present.roofline_chart import roofline_figure
 from solbench.present.svg_marks import inline_svg
 
 ChartFormat = Literal["svg", "png", "none"]
-MIME = {"svg": "image/svg+xml", "png": "image/png"}
 PARALLEL_FROM = 6  # charts per extra worker process (below that, starting processes costs more than it saves)
 
 
@@ -57,7 +55,7 @@ def _chart_uri(job: tuple[str, pd.DataFrame, str], number: int = 0) -> str:
     fig = roofline_figure(records)
     if fmt == "svg":
         return inline_svg(to_bytes(fig, fmt), f"chart{number}", CAPTIONS[kind][0])
-    return f"data:{MIME[fmt]};base64," + base64.b64encode(to_bytes(fig, fmt)).decode("ascii")
+    return data_uri(fig, fmt)
 
 
 def _has_roofline(records: pd.DataFrame) -> bool:

@@ -93,16 +93,17 @@ def _cell(best: dict | None, failure: dict | None) -> Cell | None:
     if best is not None:
         sol = _num(best["sol"])
         return Cell("PASSED", si(_num(best["time_s"]), "s"), sol_text(sol),
-                    _fixed(_num(best["achieved_flops_per_s"]), 1e12),
-                    _fixed(_num(best["achieved_bytes_per_s"]), 1e12), sol_value=sol, attainable=_attainable(best),
+                    _rate(_num(best["achieved_flops_per_s"]), "FLOP/s"),
+                    _rate(_num(best["achieved_bytes_per_s"]), "B/s"), sol_value=sol, attainable=_attainable(best),
                     noisy=one_line(best.get("noisy") or "", 200) if isinstance(best.get("noisy"), str) else "")
     if failure is not None:
         return Cell(str(failure["status"]), reason=one_line(failure.get("reason") or "", 400))
     return None
 
 
-def _fixed(x: float | None, scale: float) -> str:
-    return "-" if x is None else f"{x / scale:.3g}"
+def _rate(x: float | None, unit: str) -> str:
+    """A rate with its own prefix (a CPU's 265 MFLOP/s, not 0.000265 TFLOP/s)."""
+    return "-" if x is None else si(x, unit)
 
 
 CELL_COLUMNS = ["workload", "solution", "status", "reason", "time_s", "sol", "achieved_flops_per_s",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-
 import pandas as pd
 
 from solbench.errors import SolbenchError
-from solbench.present.chart_style import to_bytes
+from solbench.present.chart_style import data_uri
 from solbench.present.model_chart import model_figure
 from solbench.present.model_view import ModelView, report_views
 from solbench.units import si, sol_text
-
-MIME = {"svg": "image/svg+xml", "png": "image/png"}
 
 
 def _pct(x: float | None) -> str:
@@ -52,7 +48,7 @@ def model_sections(records: pd.DataFrame, charts: str) -> list[dict]:
     for (fam, gpu), vs in groups.items():
         chart = None
         if charts != "none":
-            chart = f"data:{MIME[charts]};base64," + base64.b64encode(to_bytes(model_figure(vs), charts)).decode("ascii")
+            chart = data_uri(model_figure(vs), charts)
         sections.append({"title": f"{fam} on {gpu}", "anchor": f"model-{fam}-{gpu}", "chart": chart,
                          "scenarios": [{"name": v.scenario.name, "rows": _rows(v), "summary": _summary(v),
                                         "missing": v.missing} for v in vs]})

@@ -5,19 +5,17 @@ hierarchical roofline. Plain data for the template: no markup here.
 
 from __future__ import annotations
 
-import base64
 import math
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from solbench.errors import SolbenchError
-from solbench.present.chart_style import to_bytes
+from solbench.present.chart_style import data_uri
 from solbench.present.levels_chart import level_points, levels_figure
 from solbench.present.markup import one_line
 from solbench.units import si
 
-MIME = {"svg": "image/svg+xml", "png": "image/png"}
 HEADERS = ("workload", "candidate", "kernels", "DRAM bytes", "Tensor Core", "DRAM", "SM", "occupancy", "diagnosis")
 _S = "profile.summary."
 
@@ -59,7 +57,7 @@ def _chart(records: pd.DataFrame, charts: str) -> tuple[str, str] | None:
         fig = levels_figure(records)
     except SolbenchError:
         return None
-    uri = f"data:{MIME[charts]};base64," + base64.b64encode(to_bytes(fig, charts)).decode("ascii")
+    uri = data_uri(fig, charts)
     return uri, "hierarchical roofline: each profiled kernel at HBM, L2 and L1"
 
 

@@ -38,11 +38,11 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result, restate
-from solbench.timing.cpu import time_cpu
-
 # Imported eagerly, so the CUDA timer functions are bound when this package is imported, before any
 # candidate code (torch.cuda is importable without a device).
+from solbench.timing import cudabind
+from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result, restate
+from solbench.timing.cpu import time_cpu
 from solbench.timing.cuda import time_cuda
 from solbench.timing.verify import Edit, Verify
 
@@ -95,4 +95,4 @@ def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
 
 
 __all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "drive", "Verify", "Edit",
-           "clone_output", "make_result", "restate"]
+           "clone_output", "make_result", "restate", "cudabind"]

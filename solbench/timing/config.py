@@ -22,7 +22,7 @@ from solbench.settings import (
 from solbench.timing.stats import summarize
 
 # Captured at import: the worker imports solbench.timing before any candidate code, so a later
-# patch of `time` does not change what is read. The CUDA timers are bound in solbench.timing.cuda.
+# patch of `time` does not change what is read. The CUDA functions are bound in solbench.timing.cudabind.
 _perf_counter_ns = time.perf_counter_ns
 _monotonic = time.monotonic
 

@@ -50,6 +50,12 @@ from solbench.timing.config import (
     clone_output,
     make_result,
 )
+from solbench.timing.cudabind import Event as _Event
+from solbench.timing.cudabind import current_stream as _current_stream
+from solbench.timing.cudabind import elapsed_ms as _elapsed_ms
+from solbench.timing.cudabind import record as _record
+from solbench.timing.cudabind import sleep as _sleep
+from solbench.timing.cudabind import synchronize as _synchronize
 from solbench.timing.cudart import libcudart
 from solbench.timing.graph import batch_calls, capture, l2_policy
 from solbench.timing.stats import StopRule, WarmupRule, grid_step
@@ -57,16 +63,6 @@ from solbench.timing.verify import Verify
 
 Args = Sequence[Any]  # one call's arguments: what the loops yield (see solbench.timing.timing_plan)
 
-# Bound at import, before any candidate code runs (see solbench.timing).
-_Event = torch.cuda.Event
-_EventBase = torch.cuda.Event.__mro__[1]
-_record = getattr(_EventBase, "record", None)
-_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
-_synchronize = torch.cuda.synchronize
-_current_stream = torch.cuda.current_stream
-_sleep = getattr(torch.cuda, "_sleep", None)
-_Stream = torch.cuda.Stream
-_stream_ctx = torch.cuda.stream
 
 SPIN_MIN_S = 10e-6
 TICK_MIN_SAMPLES = 20  # spans read before their grid counts as the timer's tick

@@ -84,7 +84,7 @@ def output_buffers(calls: int, expect: Sequence[dict[str, Any]], device: str) ->
     """Room for every call's outputs as the parent expects them, one tensor ``[calls, *shape]`` per
     output, allocated and touched now (before the burst, in a request of its own), so keeping an output
     costs a copy, not an allocation, and the reply carries one tensor per output, not one per call."""
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     bufs = []
     for e in expect:

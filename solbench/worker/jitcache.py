@@ -85,7 +85,8 @@ def restore(store: Path, key: str, dest: Path, account: tuple[int, int] | None =
     dest.mkdir(parents=True, exist_ok=True)
     src = store / key
     if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src / FILES, dest, symlinks=True, dirs_exist_ok=True)  # regular files only (save)
+        if (src / FILES).is_dir():  # an older layout (no manifest) is a mismatch below
+            shutil.copytree(src / FILES, dest, symlinks=True, dirs_exist_ok=True)  # regular files only (save)
         if _digests(dest) != _manifest(src):
             remove_tree(src)
             remove_tree(dest)

@@ -209,7 +209,7 @@ class Worker:
         """Each input viewed in its layout; a view of a device-route tensor is of a copy (the pool is the parent's)."""
         import torch
 
-        from solbench.data.domain import apply_layout
+        from solbench.data import apply_layout
 
         return [apply_layout(torch.Tensor.clone(v) if self._shared(v) is not None else v, lay) if lay else v
                 for v, lay in zip(values, layouts, strict=True)]

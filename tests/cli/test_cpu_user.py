@@ -84,3 +84,87 @@ def test_calibrate_quick_then_a_bf16_run_works_every_time(tmp_path):
         assert r.returncode == 0, (i, r.stdout[-3000:], r.stderr[-2000:])
         (record,) = [json.loads(line) for line in out.read_text().splitlines()]
         assert record["status"] == "PASSED" and record["gpu_spec"].startswith(f"x{i}_")
+
+
+def test_specs_lists_the_builtin_cpu_estimate():
+    res = CliRunner().invoke(app, ["specs", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    ids = [s["id"] for s in json.loads(res.output)]
+    assert "cpu_estimate" in ids and "h200_sxm" in ids
+
+
+def test_model_without_results_shows_the_ideal_table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no results/ here
+    res = CliRunner().invoke(app, ["model", "llama3_1_8b", "--json"])
+    assert res.exit_code == 0, res.output
+    view = json.loads(res.stdout)
+    assert view["gpu"] == "h200_sxm" and not view["missing"]
+    assert all(op["t_ideal_s"] > 0 for op in view["ops"]) and len(view["ops"]) >= 5
+
+
+def test_model_on_calibrated_records_names_the_spec_file(tmp_path):
+    from solbench.data.record import ResultRecord
+
+    spec = tmp_path / "cal" / "cpu.yaml"
+    spec.parent.mkdir()
+    data = {"id": "cpu_host_20261201t000000", "name": "a CPU", "kind": "measured", "vendor": "x86_64",
+            "device_type": "cpu", "memory_bandwidth": 3.0e10, "peak_flops": {"bfloat16": 1.0e11, "float32": 1.0e11},
+            "measured": {"method": "test", "timestamp": "2026-12-01T00:00:00+00:00", "device": "CPU"}}
+    import yaml
+
+    spec.write_text(yaml.safe_dump(data))
+    rec = ResultRecord(problem="llama3_1_8b.rmsnorm", workload="decode_b1", solution="torch_eager", status="PASSED",
+                       device="cpu", gpu_spec=data["id"], roof="measured", time_s=1e-4, sol=0.01, flops=10, bytes=10,
+                       t_ideal_s=1e-6, bound="memory", timestamp="2026-12-01T00:00:00+00:00", solbench_version="0")
+    results = tmp_path / "r.jsonl"
+    results.write_text(rec.to_json_line())
+    res = CliRunner().invoke(app, ["model", "llama3_1_8b", str(results)])
+    assert res.exit_code != 0 and "--gpu PATH" in str(res.exception) + res.output
+    res = CliRunner().invoke(app, ["model", "llama3_1_8b", str(results), "--gpu", str(spec), "--json"])
+    assert res.exit_code == 1  # the other ops have no record
+    missing = json.loads(res.stdout)["missing"]
+    assert missing and all(f"--gpu {spec}" in line for line in missing)  # a command that works as printed
+
+
+def test_the_demo_says_when_timings_are_noisy_and_why():
+    from solbench.cli.engine import noisy_note
+    from solbench.data.record import ResultRecord
+
+    def rec(flags):
+        return ResultRecord(problem="p.op", workload="w", solution="c", status="PASSED", device="cpu",
+                            gpu_spec="cpu_estimate", time_s=1e-4, sol=0.01, flops=1, bytes=1, t_ideal_s=1e-6,
+                            bound="memory", timestamp="2026-12-01T00:00:00+00:00", solbench_version="0", flags=flags)
+
+    assert noisy_note([rec([]), rec([])]) == []
+    (line,) = noisy_note([rec(["noisy_timing", "machine_busy"]), rec(["noisy_timing"]), rec([])])
+    assert line.startswith("2 of 3 timings are noisy") and "busy during 1 of them" in line
+
+
+def test_run_tables_read_in_80_columns():
+    """Nothing folded letter by letter ("PASSE / D", "worklo / ad") and no line past 80 columns; the
+    reasons are lines under the table, whole."""
+    import io
+
+    from rich.console import Console
+
+    from solbench.cli.engine import results_tables
+    from solbench.data.record import ResultRecord
+
+    common = dict(problem="llama3_1_8b.attn_o_proj_residual", device="cpu", gpu_spec="cpu_vm_20261202t004648",
+                  flops=33554432, bytes=33579008, bound="memory", timestamp="2026-12-01T00:00:00+00:00",
+                  solbench_version="0", t_ideal_s=1e-3)
+    rows = [ResultRecord(workload="decode_b1", solution="torch_eager", status="PASSED", time_s=1.57e-2, sol=0.0652,
+                         timing={"median_s": 1.57e-2, "p90_s": 2e-2, "ci95_rel": 0.18}, **common),
+            ResultRecord(workload="prefill_b1_s2048", solution="triton_o_proj", status="RUNTIME_ERROR",
+                         time_s=None, sol=None, reason="RuntimeError: boom (at triton_o_proj.py:12)", **common)]
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=False)
+    for table in results_tables(rows, console.width):
+        console.print(table)
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = buf.getvalue()
+    for word in ("decode_b1", "torch_eager", "PASSED noisy", "RUNTIME_ERROR", "prefill_b1_s2048", "0.0652"):
+        assert word in text, word
+    assert "prefill_b1_s2048 triton_o_proj: RuntimeError: boom (at triton_o_proj.py:12)" in text
+    assert "noisy timing: 95% interval ±18% of the median" in text

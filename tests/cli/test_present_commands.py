@@ -17,7 +17,7 @@ import record_factory as rf
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from solbench.cli.present import MAX_WARNINGS_SHOWN
+from solbench.cli._common import MAX_WARNINGS_SHOWN
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")

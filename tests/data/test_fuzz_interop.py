@@ -28,13 +28,14 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from solbench.data.interop.flashinfer_trace import import_definition  # noqa: E402
-from solbench.data.interop.kernelbench import import_module  # noqa: E402
 from solbench.data.problem import load_problem  # noqa: E402
+from solbench.engine.kernelbench import import_module  # noqa: E402
 from solbench.errors import SolbenchError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_fuzz_files import DEEP, VALUES, _apply_to, _paths  # noqa: E402
 
+pytestmark = pytest.mark.slow  # about 25 s: CI's second step runs it
 SCALE = int(os.environ.get("SOLBENCH_FUZZ_SCALE", "1"))
 
 
@@ -147,7 +148,6 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.slow
 @_budget(25)
 @given(_NAMES, st.lists(_INPUT, max_size=3), _FORWARD, _INIT)
 def test_kernelbench_modules_import_or_give_one_line(tmp_path_factory, name, inputs, forward, init):

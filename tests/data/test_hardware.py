@@ -117,3 +117,13 @@ def test_load_by_path(tmp_path):
     f = tmp_path / "h200_sxm.yaml"
     f.write_text(yaml.safe_dump(_spec_dict()))
     assert load_spec(str(f)).id == "h200_sxm"
+
+
+def test_a_validators_message_has_no_pydantic_prefix(tmp_path):
+    data = yaml.safe_load((SPEC_DIR / "h200_sxm.yaml").read_text())
+    data["peak_flops"] = {"bfloat17": 1e15}
+    f = tmp_path / "h200_sxm.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as err:
+        load_spec_file(f)
+    assert "unknown peak key 'bfloat17'" in str(err.value) and "Value error" not in str(err.value)

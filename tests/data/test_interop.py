@@ -12,12 +12,12 @@ import pytest
 import solbench
 from solbench.data.hardware import load_spec
 from solbench.data.interop.flashinfer_trace import ImportRefused, import_definition
-from solbench.data.interop.kernelbench import import_module
 from solbench.data.interop.solutions import import_solution
 from solbench.data.interop.traces import export_traces
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.data.roofline import problem_points
+from solbench.engine.kernelbench import import_module
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "interop"
 FI = FIX / "flashinfer_trace"
@@ -158,3 +158,35 @@ def test_export_of_a_missing_results_file_is_one_line_and_writes_nothing(tmp_pat
     assert cli.returncode != 0 and not out.exists()
     assert cli.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope.jsonl'}: no such file or folder: "
                                                "pass result files (.jsonl) or folders of them"]
+
+
+def test_kernelbench_import_names_tags_starter_and_never_overwrites(tmp_path):
+    """A module outside a levelN/ folder is kernelbench.<name> (not kernelbench.kernelbench_<name>), each
+    tag once; a starter candidate that computes what the reference does; an existing folder refused
+    unless forced."""
+    import torch
+
+    from solbench.data.interop.flashinfer_trace import ImportRefused
+    from solbench.engine.problem_code import load_reference
+    from solbench.worker.candidate import import_file, module_name
+
+    source = (KB / "level2" / "12_Gemm_Multiply_LeakyReLU.py").read_text().replace("1024", "4").replace("8192", "16")
+    (tmp_path / "kb_module.py").write_text(source)
+    out = tmp_path / "p"
+    p = load_problem(import_module(tmp_path / "kb_module.py", out)[0])
+    assert p.name == "kernelbench.kb_module" and p.tags == ["kernelbench"]
+    level = load_problem(import_module(KB / "level1" / "23_Softmax.py", tmp_path / "q")[0])
+    assert level.name == "kernelbench.level1_Softmax" and level.tags == ["kernelbench", "level1"]
+    starter = out / "solutions" / "torch_eager.py"
+    run = import_file(starter, module_name("_starter_", starter)).run
+    x, w, b = torch.rand(4, 16), torch.rand(16, 16), torch.rand(16)
+    assert torch.equal(run(x, w, b), load_reference(p)(x, w, b))
+    from solbench.worker.candidate import shipped_candidates
+
+    assert shipped_candidates(out) == [starter]  # the module's copy beside it is no candidate
+    (out / "problem.yaml").write_text("mine")
+    with pytest.raises(ImportRefused, match="--force"):
+        import_module(tmp_path / "kb_module.py", out)
+    assert (out / "problem.yaml").read_text() == "mine"
+    import_module(tmp_path / "kb_module.py", out, force=True)
+    assert load_problem(out / "problem.yaml").name == "kernelbench.kb_module"

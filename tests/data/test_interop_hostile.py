@@ -4,6 +4,7 @@ file's name never becomes code in the generated reference."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import os
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from solbench.data.interop.flashinfer_trace import ImportRefused, import_definition
-from solbench.data.interop.kernelbench import import_module
 from solbench.data.problem import load_problem
+from solbench.engine.kernelbench import import_module
 from solbench.engine.problem_code import load_reference
 from solbench.errors import SolbenchError
 
@@ -171,3 +172,21 @@ def test_a_kernelbench_module_calling_item_on_meta_is_one_line(tmp_path):
     cli = subprocess.run([sys.executable, "-m", "solbench", "import", "kernelbench", str(path), "-o", str(tmp_path / "q")],
                          capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert cli.returncode != 0 and "Traceback" not in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+
+
+def test_a_solutions_entry_point_never_becomes_code(tmp_path):
+    """An entry point with quotes (file and function names are the Solution author's text) is a string
+    in the generated wrapper: it cannot close the docstring or the literal and add statements."""
+    from solbench.data.interop.solutions import import_solution
+
+    file = 'k""";PLANTED = 1;""".py'
+    func = 'run"); PLANTED = 2; ("'
+    sol = {"name": "s", "spec": {"languages": ["pytorch"], "entry_point": f"{file}::{func}",
+                                 "destination_passing_style": False},
+           "sources": [{"path": file, "content": "def run(x):\n    return x\n"}]}
+    (tmp_path / "s.json").write_text(json.dumps(sol))
+    wrapper = import_solution(tmp_path / "s.json", tmp_path / "solutions", {})
+    tree = ast.parse(wrapper.read_text())
+    assigned = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    assert "PLANTED" not in assigned and ast.literal_eval(assigned["ENTRY_POINT"]) == f"{file}::{func}"

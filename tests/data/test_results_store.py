@@ -91,7 +91,7 @@ HOSTILE = {
     "two wrong fields": (json.dumps(record(device=1, bytes=[])),
                          "not a valid record: device: Input should be a valid string (and 1 more), line skipped"),
     "an array": ("[1, 2]", "not a result record, line skipped"),
-    "a sol on a failed record": (json.dumps(record(sol=0.5)), "not a valid record: Value error, time_s and sol must "
+    "a sol on a failed record": (json.dumps(record(sol=0.5)), "not a valid record: time_s and sol must "
                                  "be null unless status is PASSED, line skipped"),
     "an escape sequence as a key": (json.dumps(record(**{"\ud800\x1b[2J": 1})), "not a valid record: Input should "
                                     "be a valid string, unable to parse raw data as a unicode string, line skipped"),

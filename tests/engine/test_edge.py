@@ -76,6 +76,67 @@ def test_careless_kernels_pass_typical_inputs_and_fail_an_edge_round(run, proble
     assert failed is not None and failed[0].startswith(round_prefix), failed
 
 
+def naive_cross_entropy(logits, targets):
+    """log-sum-exp without the max subtraction."""
+    lf = logits.float()
+    return torch.log(torch.exp(lf).sum(-1)) - lf.gather(1, targets[:, None])[:, 0]
+
+
+def onepass_vit_layernorm(x, weight, bias, eps):
+    h = x.float()
+    mean = h.mean(-1, keepdim=True)
+    var = (h * h).mean(-1, keepdim=True) - mean * mean
+    return ((h - mean) * torch.rsqrt(var + eps) * weight.float() + bias.float()).to(x.dtype)
+
+
+def onepass_adaln(x, shift, scale, eps):
+    h = x.float()
+    mean = h.mean(-1, keepdim=True)
+    var = (h * h).mean(-1, keepdim=True) - mean * mean
+    normed = (h - mean) * torch.rsqrt(var + eps)
+    return (normed * (1 + scale.float()[:, None, :]) + shift.float()[:, None, :]).to(x.dtype)
+
+
+def fp16_squares_rmsnorm(x, weight, eps):
+    h = x.half()
+    return (h * torch.rsqrt((h * h).mean(-1, keepdim=True) + eps) * weight.half()).to(x.dtype)
+
+
+def online_decode_zero_init(q, k_cache, v_cache):
+    """Flash-decoding over key blocks whose running max starts at 0 instead of -inf."""
+    b, hq, d = q.shape
+    group = hq // k_cache.shape[2]
+    k, v = k_cache.float().repeat_interleave(group, dim=2), v_cache.float().repeat_interleave(group, dim=2)
+    s = torch.einsum("bhd,blhd->bhl", q.float(), k) / math.sqrt(d)
+    m, total, acc = torch.zeros(b, hq, 1), torch.zeros(b, hq, 1), torch.zeros(b, hq, d)
+    for start in range(0, s.shape[-1], 256):
+        block = s[..., start:start + 256]
+        m_new = torch.maximum(m, block.amax(-1, keepdim=True))
+        p, c = torch.exp(block - m_new), torch.exp(m - m_new)
+        total = total * c + p.sum(-1, keepdim=True)
+        acc = acc * c + torch.einsum("bhl,blhd->bhd", p, v[:, start:start + 256])
+        m = m_new
+    return (acc / total).to(q.dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run, problem, round_prefix", [
+    (naive_cross_entropy, "llama3_1_8b/cross_entropy", ("large", "offset")),
+    (onepass_vit_layernorm, "vit_l16/layernorm", ("offset",)),
+    (onepass_adaln, "flux1_dev/adaln_modulate", ("offset",)),
+    (fp16_squares_rmsnorm, "llama3_1_8b/rmsnorm", ("large",)),
+    (online_decode_zero_init, "llama3_1_8b/attention_decode", ("offset",)),
+])
+@pytest.mark.parametrize("seed", [7, 8])
+def test_the_same_kinds_of_kernel_fail_on_other_problems(run, problem, round_prefix, seed):
+    """Variants on other problems (a log-sum-exp without the max, one-pass variances, float16 squares, a
+    zero-initialised running max), on two seeds: the rounds catch the kind, not one draw."""
+    problem = load_problem(ROOT / "problems" / problem)
+    _typical_pass(problem, run)
+    failed = first_failure(problem, run, seed)
+    assert failed is not None and failed[0].startswith(round_prefix), failed
+
+
 def test_shipped_eager_candidates_of_those_problems_pass():
     from solbench.engine.problem_code import load_module
 
@@ -194,16 +255,19 @@ def test_the_schema_documents_the_domain():
 # --- the rounds --------------------------------------------------------------------------------
 
 def test_rounds_follow_the_domain_and_leave_index_inputs_alone(tmp_path):
-    path = _write(tmp_path, _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
-                                             "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]}),
-                  "return x * 2 + i[:, None] * 1e-3")
+    data = _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
+                            "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]})
+    data["tags"] = ["norm"]  # a norm's offset rounds run on three typical cases
+    path = _write(tmp_path, data, "return x * 2 + i[:, None] * 1e-3")
     problem = load_problem(path)
     rounds = {r.name: r for r in edge_rounds(problem)}
     assert list(rounds) == ["large 100", "offset -50", "offset 50", "tiny 1e-10", "zeros", "specials nan",
-                            "permuted", "strided", "broadcast"]
+                            "permuted", "strided", "broadcast", "offset -50 (draw 2)", "offset 50 (draw 2)",
+                            "offset -50 (draw 3)", "offset 50 (draw 3)"]
+    assert not torch.equal(rounds["offset 50 (draw 2)"].inputs["x"], rounds["offset 50"].inputs["x"])
     base_i = rounds["permuted"].inputs["i"]
-    for r in rounds.values():
-        assert torch.equal(r.inputs["i"], base_i), f"{r.name} changed an index input"
+    for r in rounds.values():  # the draws are other typical cases: their own index inputs
+        assert "(draw" in r.name or torch.equal(r.inputs["i"], base_i), f"{r.name} changed an index input"
     x = rounds["large 100"].inputs["x"]
     assert float(x.abs().max()) == pytest.approx(100, rel=1e-6)
     assert float(rounds["tiny 1e-10"].inputs["x"].abs().max()) == pytest.approx(1e-10, rel=1e-6)
@@ -303,3 +367,20 @@ def test_the_record_types_its_edge_report():
     with pytest.raises(ValueError):
         _record({"edge": {"run": [{"shape": "small"}]}})  # a round without a name
     assert _record({"rounds": []}).correctness == {"rounds": []}  # records of older runs load as they are
+
+
+@pytest.mark.slow
+def test_a_candidate_that_plans_in_setup_sees_setup_again_at_the_edge_shape(tmp_path):
+    """setup(...) may plan for the workload's shapes (docs/engine.md): before the edge rounds at another
+    shape it runs again, on a setup case of that shape, so a planning candidate is judged, not tripped."""
+    cand = tmp_path / "planned.py"
+    cand.write_text("PLAN = {}\n\ndef setup(x, y):\n    PLAN['shape'] = tuple(x.shape)\n\n"
+                    "def run(x, y):\n    if tuple(x.shape) != PLAN.get('shape'):\n"
+                    "        raise RuntimeError('not planned for this shape')\n    return x * 2 + y\n")
+    fixture = ROOT / "tests" / "fixtures" / "tiny" / "scaled_add"
+    result = api.run_problems([fixture], [cand], device="cpu", workloads=["n32"], budget_s=0.05, seed=3,
+                              output=tmp_path / "r.jsonl", guards=False)
+    (record,) = result.records
+    assert record.status == Status.PASSED.value, record.reason
+    assert {e["shape"] for e in record.correctness["edge"]["run"]} == {"small"}
+    assert record.correctness["edge"]["run"][0]["axes"]["N"] == 4  # the smallest workload's shape, not n32's

@@ -60,7 +60,7 @@ def test_a_timing_window_excludes_every_other_request_unless_the_gate_is_off(ena
 
 
 def test_short_requests_go_on_while_a_timing_waits_for_a_long_one(monkeypatch):
-    monkeypatch.setattr(gate_module, "LONG_JOIN_S", 0.1)
+    monkeypatch.setattr(gate_module, "GATE_LONG_JOIN_S", 0.1)
     gate = DeviceGate()
     threads = [_hold(gate, "compile", False, 0.4, long=True)]
     time.sleep(0.02)

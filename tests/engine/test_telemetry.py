@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from solbench.engine import telemetry
@@ -53,12 +55,37 @@ def test_summarize_without_energy_counter():
     assert "energy_j" not in out and out["sm_min_mhz"] is None
 
 
-def test_cpu_device_is_unavailable():
-    with TelemetrySampler("cpu") as t:
-        pass
+def test_cpu_device_samples_the_machines_load():
+    """On a CPU the sampler reads /proc: runnable tasks each interval, the CPU-time counters at both ends."""
+    import os
+
+    with TelemetrySampler("cpu", interval_s=0.01) as t:
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # this thread is runnable throughout
+            pass
     res = t.result()
-    assert set(res) == {"available", "reason"} and res["available"] is False
-    assert "cpu" in res["reason"]
+    assert res["available"] is True and res["kind"] == "cpu" and res["samples"] >= 2
+    assert res["runnable_max"] >= 1 and 0.0 <= res["steal_share"] <= 1.0 and 0.0 < res["busy_share"] <= 1.0
+    assert res["cpus"] == len(os.sched_getaffinity(0))
+
+
+def test_cpu_load_summary_flags_a_busy_machine():
+    quiet = telemetry.cpu_load_summary([0] * 8, [100, 0, 0, 900, 0, 0, 0, 0], [2, 3, 2], 2, 0.5)
+    assert quiet["machine_busy"] is False and quiet["busy_share"] == pytest.approx(0.1)
+    crowded = telemetry.cpu_load_summary([0] * 8, [1000, 0, 0, 0, 0, 0, 0, 0], [12, 15, 11], 2, 14.0)
+    assert crowded["machine_busy"] is True and crowded["runnable_mean"] == pytest.approx(38 / 3)
+    stolen = telemetry.cpu_load_summary([0] * 8, [800, 0, 0, 100, 0, 0, 0, 100], [2], 2, 1.0)
+    assert stolen["machine_busy"] is True and stolen["steal_share"] == pytest.approx(0.1)
+
+
+def test_a_noisy_cpu_time_says_the_machine_was_busy():
+    from solbench.data.noise import noisy_reason
+
+    timing = {"median_s": 1e-4, "p90_s": 3e-4, "ci95_rel": 0.02}
+    busy = {"machine_busy": True, "runnable_mean": 12.5, "cpus": 2, "steal_share": 0.0}
+    assert noisy_reason(timing, busy) == "noisy timing: p90 3.0x the median; the machine was busy (12.5 runnable tasks on 2 CPUs)"
+    assert noisy_reason(timing, {"machine_busy": False}) == "noisy timing: p90 3.0x the median"
+    assert noisy_reason({"median_s": 1e-4, "p90_s": 1.1e-4, "ci95_rel": 0.01}, busy) is None  # tight: not noisy
 
 
 def test_missing_nvml_is_unavailable_not_an_error(monkeypatch):

@@ -170,7 +170,7 @@ def test_workload_table_is_as_wide_with_four_candidates_as_with_one(frame):
     assert len(cands) >= 4
     many, one = headers(frame), headers(frame[frame["solution"] == cands[0]])
     assert many[0] == one[0] == ["workload", "axes", "FLOP/B", "bound", "T_ideal", "candidate", "time", "SOL",
-                                 "TFLOP/s", "TB/s"]
+                                 "FLOP/s", "B/s"]
 
 
 def test_small_sol_bars_show_and_are_to_scale(frame):

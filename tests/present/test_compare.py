@@ -18,6 +18,7 @@ from solbench.data.record import Status
 from solbench.data.roofline import workload_point
 from solbench.present.compare import compare_frames
 from solbench.present.frame import load_results
+from solbench.present.history import HEADERS as HISTORY_HEADERS
 from solbench.present.history import history_figure, result_history
 
 SPEC = load_spec("h200_sxm")
@@ -150,3 +151,27 @@ def test_report_has_history_and_comparison(pair, tmp_path):
     assert r.returncode == 0, r.stderr
     html = out.read_text()
     assert 'id="history"' in html and 'id="comparison"' in html and "▼ slower" in html
+
+
+def test_runs_on_different_gpus_or_roofs_are_refused_in_one_line(pair, tmp_path):
+    """Two calibrations of a CPU (or two GPUs) share no pair: one clear error, not an empty table and 0."""
+    from solbench.present.compare import CompareError
+
+    other = [r.model_copy(update={"gpu_spec": "cpu_host_20261201t000000", "roof": "measured"})
+             for r in records([0, 0, 0], 3, "r3", "2026-12-01T10:00:00+00:00")]
+    moved = write(tmp_path / "other.jsonl", other)
+    with pytest.raises(CompareError, match="no pair shares a GPU and roof") as err:
+        cli("compare", pair[0], moved)
+    assert "h200_sxm" in str(err.value) and "cpu_host_20261201t000000" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_history_without_git_leaves_the_commit_column_empty_and_dates_are_iso(tmp_path):
+    from solbench.present.history import history_rows
+
+    runs = [write(tmp_path / f"r{i}.jsonl", records([0, 0, 0], i, f"r{i}", f"2026-12-0{i}T10:00:00+00:00"))
+            for i in (1, 2)]
+    rows = history_rows(result_history(load_results(runs)))
+    when, commit = HISTORY_HEADERS.index("when"), HISTORY_HEADERS.index("commit")
+    assert {r[commit] for r in rows} == {"-"}  # no git: never a date in the commit column
+    assert sorted({r[when] for r in rows}) == ["2026-12-01 10:00", "2026-12-02 10:00"]

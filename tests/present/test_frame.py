@@ -69,7 +69,7 @@ def test_bad_lines_are_warned_and_skipped(results_file, recordset):
     assert len(df.attrs["warnings"]) == 6, text
     n = len(recordset.records)
     for line, expected in ((n + 1, "unreadable line"), (n + 2, "not a result record"),
-                           (n + 3, "not a valid record: Value error, a PASSED record needs time_s and sol"),
+                           (n + 3, "not a valid record: a PASSED record needs time_s and sol"),
                            (n + 4, "PASSED without a positive time_s"), (n + 5, "not a valid record: status: Input should be 'PASSED'"),
                            (n + 6, "unreadable line")):
         assert f"run.jsonl:{line}: {expected}" in text

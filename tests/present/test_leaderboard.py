@@ -330,3 +330,31 @@ def test_sol_1e308_is_not_ranked_and_the_table_keeps_its_width(recordset):
     console = Console(record=True, width=80, file=io.StringIO())
     print_leaderboard(lb, console, notes=False)
     assert max(len(line) for line in console.export_text().splitlines()) <= 80
+
+
+def _issue_records() -> list[dict]:
+    """The reported case: a problem of 7 workloads; 'timeouts' passes 5 and times out on 1, 'one' passes
+    the one workload it ran."""
+    base = {"problem": "p.op", "gpu_spec": "h200_sxm", "roof": "datasheet", "device": "d", "flops": 10, "bytes": 10,
+            "bound": "memory", "timestamp": "2026-12-01T00:00:00+00:00", "solbench_version": "0"}
+    rows = []
+    for i in range(7):
+        status = "PASSED" if i < 5 else "TIMEOUT"
+        if i < 6:
+            rows.append({**base, "workload": f"w{i}", "solution": "timeouts", "status": status,
+                         "time_s": 2e-6 if status == "PASSED" else None, "sol": 0.5 if status == "PASSED" else None,
+                         "t_ideal_s": 1e-6})
+    rows.append({**base, "workload": "w6", "solution": "one", "status": "PASSED", "time_s": 1e-5, "sol": 0.1,
+                 "t_ideal_s": 1e-6})
+    return rows
+
+
+def test_a_candidate_with_a_failure_never_ranks_above_one_without_and_the_tables_agree():
+    lb = leaderboard(records_frame(_issue_records()))
+    per = {r["candidate"]: r for r in lb.problems.to_dict("records")}
+    overall = {r["candidate"]: r for r in lb.overall.to_dict("records")}
+    assert per["one"]["rank"] == overall["one"]["rank"] == 1  # no failure, despite fewer passes and a lower SOL
+    assert per["timeouts"]["rank"] == overall["timeouts"]["rank"] == 2
+    for name, passed in (("timeouts", 5), ("one", 1)):  # x of the problem's 7 in both tables
+        assert (per[name]["workloads_passed"], per[name]["workloads_total"]) == (passed, 7)
+        assert (overall[name]["workloads_passed"], overall[name]["workloads_attempted"]) == (passed, 7)

@@ -38,3 +38,14 @@ def test_one_name_each():
 
     assert not hasattr(markup, "fmt_si") and not hasattr(markup, "fmt_sol")
     assert markup.environment().filters["sol"] is sol_text and markup.environment().filters["si"] is si
+
+
+def test_report_cells_give_each_rate_its_own_prefix():
+    """A CPU's rates read as 265 MFLOP/s and 1.4 GB/s, not 0.000265 TFLOP/s and 0.0014 TB/s."""
+    from solbench.present.report_data import _cell
+
+    best = {"sol": 0.01, "time_s": 1e-4, "achieved_flops_per_s": 2.65e8, "achieved_bytes_per_s": 1.4e9}
+    cell = _cell(best, None)
+    assert (cell.tflops, cell.tbps) == ("265 MFLOP/s", "1.4 GB/s")
+    h200 = _cell({**best, "achieved_flops_per_s": 7.31e14, "achieved_bytes_per_s": 4.1e12}, None)
+    assert (h200.tflops, h200.tbps) == ("731 TFLOP/s", "4.1 TB/s")

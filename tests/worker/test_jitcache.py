@@ -124,3 +124,11 @@ def test_a_folder_too_large_to_hash_gets_no_key(tmp_path, monkeypatch):
     for i in range(3):
         (tmp_path / "c" / f"data{i}.bin").write_bytes(b"d")
     assert jitcache.source_digest(entry) is None
+
+
+def test_a_folder_of_the_older_layout_is_discarded(tmp_path):
+    """A store folder without files/ and manifest (what --jit-cache kept before the manifest): not
+    restored, removed; the next save writes the new layout."""
+    old = _cache(tmp_path / "store" / "a")
+    dest = tmp_path / "w" / "jit-cache"
+    assert jitcache.restore(tmp_path / "store", "a", dest) == 0 and not old.exists()

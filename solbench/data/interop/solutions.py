@@ -12,14 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from solbench.data.interop.flashinfer_trace import ImportRefused, _slug, read_json
+from solbench.data.interop.flashinfer_trace import ImportRefused, read_json, slug
 
 _PYTHON = {"python", "pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend"}
-_WRAPPER = '''"""solbench wrapper of the Solution {name!r} (entry point {entry!r})."""
+_WRAPPER = '''"""solbench wrapper of a Solution (SOLUTION, entry point ENTRY_POINT)."""
 
 import solbench
 
-_entry = getattr(solbench.load_sibling(__file__, "{folder}/{file}"), "{func}")
+SOLUTION = {name!r}
+ENTRY_POINT = {entry!r}
+_entry = getattr(solbench.load_sibling(__file__, {sibling!r}), {func!r})
 DPS = {dps!r}
 
 
@@ -58,7 +60,7 @@ def _sources(sol: dict[str, Any]) -> list[tuple[str, str]]:
 def import_solution(path: Path, dest: Path, definition: dict[str, Any] | None = None) -> Path:
     """Write the candidate under ``dest``; return the file ``solbench run --solution`` takes."""
     sol = read_json(path, "solution")
-    spec, name = sol.get("spec") or {}, _slug(str(sol.get("name") or path.stem))
+    spec, name = sol.get("spec") or {}, slug(str(sol.get("name") or path.stem))
     langs = {str(x) for x in spec.get("languages") or [spec.get("language", "python")]}
     sources = _sources(sol)
     file, _, func = str(spec.get("entry_point", "")).partition("::")
@@ -74,7 +76,7 @@ def import_solution(path: Path, dest: Path, definition: dict[str, Any] | None = 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
     problem = definition or {}
-    wrapper = _WRAPPER.format(name=name, entry=spec.get("entry_point"), folder=name, file=file, func=func,
+    wrapper = _WRAPPER.format(name=name, entry=str(spec.get("entry_point")), sibling=f"{name}/{file}", func=func,
                               dps=bool(spec.get("destination_passing_style", True)),
                               input_shapes=[t.get("shape") for t in problem.get("inputs", {}).values()],
                               outputs=[(t.get("shape"), t.get("dtype")) for t in problem.get("outputs", {}).values()])

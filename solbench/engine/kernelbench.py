@@ -6,8 +6,8 @@ passed as inputs (after ``forward``'s own), so a candidate receives the weights 
 input. Shapes and dtypes come from ``get_inputs()`` and the model, built on the ``meta`` device
 (nothing is allocated, whatever the sizes). FLOPs are counted with FlopCounterMode on the meta
 tensors; when it counts none (elementwise-only modules) the problem says ``flops: 0`` and a note
-asks for a formula. Importing runs the module's code: import only files you trust as much as a
-reference.
+asks for a formula. Importing runs the module's code in this process (here, one layer above the data
+layer, which runs none): import only files you trust as much as a reference.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from typing import Any
 
 import yaml
 
-from solbench.data.inputs import import_file, module_name
-from solbench.data.interop.flashinfer_trace import ImportRefused, _slug
+from solbench.data import ImportRefused, slug
+from solbench.worker.candidate import import_file, module_name
 
-_REFERENCE = '''"""Reference of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call."""
+_REFERENCE = '''"""{title} of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call.{more}"""
 
 import torch
 
 import solbench
 
 KERNELBENCH_FILE = {file!r}
-_module = solbench.load_sibling(__file__, "kernelbench_module.py")
+_module = solbench.load_sibling(__file__, {module!r})
 _model = None
 _FORWARD = {forward!r}
 _STATE = {state!r}
@@ -108,8 +108,13 @@ def _identifiers(names: list[str], prefix: str, taken: set[str]) -> dict[str, st
     return out
 
 
-def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
-    """Write ``out_dir/problem.yaml``, ``reference.py`` and the module's copy; return the file and notes."""
+STARTER_MODULE = "_kernelbench_module.py"  # the module's copy the starter candidate loads
+
+
+def import_module(path: Path, out_dir: Path, force: bool = False) -> tuple[Path, list[str]]:
+    """Write ``out_dir/problem.yaml``, ``reference.py``, the module's copy and a starter candidate
+    (``solutions/torch_eager.py``: the module's forward, to edit); return the file and notes. A folder
+    that exists with files in it is refused unless ``force``."""
     model, inputs, state, outs, flops = _run_module(path)
     names = [f"x{i}" for i in range(len(inputs))]
     state_names = _identifiers(list(state), "p_", set(names))
@@ -122,12 +127,12 @@ def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
     dtype = floats[0] if floats else "float32"
     tol = 1e-4 if dtype == "float32" else 1e-2  # KernelBench's get_tolerance_for_precision
     stem = re.sub(r"^\d+_", "", path.stem)
-    level = path.parent.name if path.parent.name.startswith("level") else "kernelbench"
+    level = path.parent.name if path.parent.name.startswith("level") else None  # KernelBench's level1/ ...
     data = {
-        "name": f"kernelbench.{_slug(level)}_{_slug(stem)}"[:128],
-        "description": f"KernelBench {level} {path.stem}, imported from its module",
+        "name": f"kernelbench.{slug(level) + '_' if level else ''}{slug(stem)}"[:128],
+        "description": f"KernelBench {level + ' ' if level else ''}{path.stem}, imported from its module",
         "source": {"model": "KernelBench", "module": path.name, "note": "one fixed shape per problem (KernelBench)"},
-        "tags": ["kernelbench", _slug(level)],
+        "tags": ["kernelbench", slug(level)] if level else ["kernelbench"],
         "axes": {}, "inputs": specs,
         "outputs": {f"out{i}": _spec(t) for i, t in enumerate(outs)},
         "reference": "reference.py:run", "flops": flops, "bytes": "auto", "compute_dtype": dtype,
@@ -135,10 +140,19 @@ def import_module(path: Path, out_dir: Path) -> tuple[Path, list[str]]:
         "workloads": [{"name": "default", "axes": {}}],
         "notes": " ".join(notes) or "flops counted with FlopCounterMode at import",
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and any(out_dir.iterdir()) and not force:
+        raise ImportRefused(f"-o {out_dir}: the folder exists and is not empty; pass --force to write the problem "
+                            "into it anyway (its problem.yaml, reference.py and starter candidate are replaced)")
+    (out_dir / "solutions").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, out_dir / "kernelbench_module.py")
-    (out_dir / "reference.py").write_text(_REFERENCE.format(file=path.name, forward=names, state=list(state),
-                                                            args=", ".join(specs)), encoding="utf-8")
+    shutil.copyfile(path, out_dir / "solutions" / STARTER_MODULE)  # "_": not a candidate itself
+    code = {"file": path.name, "forward": names, "state": list(state), "args": ", ".join(specs)}
+    (out_dir / "reference.py").write_text(_REFERENCE.format(title="Reference", more="", module="kernelbench_module.py",
+                                                            **code), encoding="utf-8")
+    (out_dir / "solutions" / "torch_eager.py").write_text(
+        _REFERENCE.format(title="Starter candidate (the module's own forward)", module=STARTER_MODULE,
+                          more="\n\nEdit run() into your kernel; `solbench run` on this folder checks and times it.",
+                          **code), encoding="utf-8")
     problem_file = out_dir / "problem.yaml"
     problem_file.write_text(yaml.safe_dump(data, sort_keys=False, width=110), encoding="utf-8")
     return problem_file, notes
