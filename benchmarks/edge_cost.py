@@ -2,7 +2,7 @@
 ``test_axes`` (``--small``), edge rounds on; per record the rounds' seconds (``harness.edge_s``, the
 worker calls, + ``harness.edge_prepare_s``, the parent's references) over the record's wall time.
 
-    python benchmarks/edge_cost.py -o results/edge_cost_cpu.json [--no-burst] [--only GLOB...]
+    python benchmarks/edge_cost.py -o results/edge_cost_cpu.json [--device cuda] [--no-burst] [--only GLOB...]
 
 ``--no-burst`` leaves the parent-clocked burst out of the run (in this process only): on a shared,
 overloaded CPU it can reject honest candidates as REWARD_HACK before the edge rounds run, and a
@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--no-burst", action="store_true")
     ap.add_argument("--budget", type=float, default=0.2)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine")
     args = ap.parse_args()
     if args.no_burst:
         from solbench.engine import evaluation
@@ -39,7 +40,7 @@ def main() -> None:
     rows = []
     for path in paths:
         eager = path.parent / "solutions" / "torch_eager.py"
-        result = api.run_problems([path], [eager], device="cpu", small=True, budget_s=args.budget, seed=1,
+        result = api.run_problems([path], [eager], device=args.device, small=True, budget_s=args.budget, seed=1,
                                   output=Path(args.output).with_suffix(".jsonl"), workers_ahead=0)
         for r in result.records:
             h = (r.model_extra or {}).get("harness") or {}
@@ -52,7 +53,7 @@ def main() -> None:
             print(rows[-1], flush=True)
     ran = [r for r in rows if r["edge_s"] and r["wall_s"]]
     shares = [r["share"] for r in ran]
-    summary = {"device": "cpu", "small": True, "budget_s": args.budget, "burst": not args.no_burst,
+    summary = {"device": args.device, "small": True, "budget_s": args.budget, "burst": not args.no_burst,
                "records": len(rows), "records_with_edge_rounds": len(ran),
                "share_of_wall": round(sum(r["edge_s"] for r in ran) / sum(r["wall_s"] for r in ran), 4) if ran else None,
                "median_share": round(statistics.median(shares), 4) if shares else None,

@@ -10,6 +10,17 @@ from typing import Any
 # What the other layers use, by the module that defines it; a module is loaded on first use, so importing
 # the package loads none of them.
 _HOME = {
+    "CPU_BIG_BYTES": "planning",
+    "cpu_small_default": "planning",
+    "largest_workload": "planning",
+    "only_candidates": "planning",
+    "plan_run": "planning",
+    "stderr_line": "planning",
+    "CPU_DEMO_CANDIDATE": "demo",
+    "DEMO_PROBLEMS": "demo",
+    "demo_cpu_spec": "demo",
+    "demo_problems": "demo",
+    "interleave": "interleave",
     "calibrate": "calibrate",
     "RunIdentity": "identity",
     "import_module": "kernelbench",

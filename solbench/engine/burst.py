@@ -268,12 +268,14 @@ def harness_device_s(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str,
 
 
 def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type: str,
-          cpu_s: float | None = None, overhead_s: float = 0.0) -> dict[str, Any]:
+          cpu_s: float | None = None, overhead_s: float = 0.0, wait_s: float | None = None) -> dict[str, Any]:
     """The parent's time per call and how the claim compares with it.
 
     On the CPU the worker's CPU time (the kernel's count) stands in for the wall time where it is
-    less: a worker that shares its cores with other processes waits through part of a long burst,
-    while the claimed median of short samples mostly misses those waits. The harness's own work per
+    less, and so does the wall time less the main thread's run-queue wait (``wait_s``, the kernel's
+    count too): a worker that shares its cores with other processes waits through part of a long
+    burst, while the claimed median of short samples mostly misses those waits (and the CPU time
+    counts the spin of idle pool threads, which the wall time less the wait does not). The harness's own work per
     call (``overhead_s``, :func:`harness_overhead`) is taken off: it is not the candidate's. Where it is
     more than ``MAX_OVERHEAD_SHARE`` of the time, nothing is concluded.
     """
@@ -281,6 +283,8 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
     busy = wall_s - taken
     if device_type == "cpu" and cpu_s is not None and cpu_s > 0:
         busy = min(busy, cpu_s)
+    if device_type == "cpu" and wait_s:
+        busy = min(busy, max(wall_s - taken - wait_s, 1e-12))
     share = overhead_s * calls / max(busy, 1e-12)
     per_call = max(busy - overhead_s * calls, 1e-12) / calls
     ratio = claimed_s / per_call
@@ -334,7 +338,7 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
     # wall time is judged whole, and a launch-bound candidate gets the device's verdict next.
     overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
-    result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead)
+    result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead, seen.get("worker_wait_s"))
     result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
     if seen:
         result["outside"] = seen

@@ -532,9 +532,12 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_arguments(f"python -m {ENTRY}", argv)
     sock, sandbox = enter_sandbox(args)
-    code = serve(sock, sandbox)
-    sock.close()
-    exit_now(code)
+    code = 1  # the channel closed or broke: the parent is gone, or stopped this host
+    try:
+        code = serve(sock, sandbox)
+    finally:  # whatever ended the loop, what the problem's code started goes with this process
+        sock.close()
+        exit_now(code)
 
 
 if __name__ == "__main__":

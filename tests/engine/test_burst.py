@@ -233,3 +233,14 @@ def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_e
     # A launch-bound tiny call: 1 s of 15 us calls, within the device's cap and an eighth of free memory.
     assert burst._next_calls({"wall_s": 0.3}, 20_000, 1024, "cuda", time.monotonic() + 60) == round(1 / 15e-6)
     assert burst._next_calls({"wall_s": 0.3}, 20_000, 1 << 20, "cuda", time.monotonic() + 60, 80 << 30) == 10 << 10
+
+
+def test_a_busy_machine_s_run_queue_wait_is_not_counted_against_an_honest_claim():
+    # 1000 calls of an honest 10 us claim; the burst took 50 ms because the main thread waited 40 ms for a core
+    loaded = burst.judge(10e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.05, wait_s=0.04)
+    assert loaded["ok"] and loaded["ratio"] == pytest.approx(1.0)
+    assert not burst.judge(10e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.05)["ok"]  # without the wait: 0.2, rejected
+    # a forger claiming a tenth of what it does, on a quiet machine, is still caught
+    assert not burst.judge(1e-6, 0.01, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ok"]
+    # the wait is taken off the wall time only: it never lowers the CPU time's bound below it
+    assert burst.judge(1e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ratio"] == pytest.approx(0.1)
