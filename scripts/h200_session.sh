@@ -191,7 +191,7 @@ for s in "${STEPS[@]}"; do
       # torch.compile), one executor per GPU; the summary is rewritten after every record, so the time
       # box keeps what finished (~9 min)
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
-        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:-}
+        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:---time-box 420}
       cp results/h200/library_throughput.json "results/h200/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
