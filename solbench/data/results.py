@@ -24,11 +24,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solbench.data.record import ResultRecord
+from solbench.data.record import ResultRecord, checkable, upgrade
 from solbench.errors import error_message
 
 MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
 _INT_RANGE = (-(2**63), 2**64)
+
+SOURCE_KEY = "_source"  # the reader's own key: the file and line a record was read from
 
 
 def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, Any]]) -> int:
@@ -97,7 +99,7 @@ def _read_file(f: Path, records: list[dict[str, Any]], warnings: list[str]) -> N
                 if obj is None:
                     warnings.append(f"{f}:{lineno}: {problem}")
                     continue
-                obj["_source"] = f"{f}:{lineno}"  # where it came from, whatever the line says
+                obj[SOURCE_KEY] = f"{f}:{lineno}"  # where it came from, whatever the line says
                 records.append(obj)
     except OSError as err:
         warnings.append(f"{f}: unreadable ({err.strerror or err}), skipped")
@@ -154,12 +156,11 @@ def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str]:
         return None, f"unreadable line skipped ({getattr(err, 'msg', 'not JSON')})"
     if not isinstance(obj, dict) or "problem" not in obj or "status" not in obj:
         return None, "not a result record, line skipped"
-    if isinstance(obj["status"], str) and not obj["status"].isupper():
-        obj["status"] = obj["status"].upper()  # early records wrote "passed"
+    obj = upgrade(obj)  # an older record_version as this version reads it
     if line.count("{") + line.count("[") > MAX_DEPTH and _too_deep(obj):
         return None, f"not a valid record: nested more than {MAX_DEPTH} levels deep, line skipped"
     try:
-        ResultRecord.model_validate(obj)
+        ResultRecord.model_validate(checkable({k: v for k, v in obj.items() if k != SOURCE_KEY}))
     except ValidationError as err:
         return None, _schema_problem(err)
     return obj, ""

@@ -314,8 +314,8 @@ class Runner:
         with self._lock:
             if self._aborted:
                 return
-            harness = (record.model_extra or {}).get("harness")
-            if isinstance(harness, dict):
+            harness = record.harness
+            if "harness" in record.model_fields_set:
                 harness.update({k: round(v, 6) for k, v in ledger.phases.items()})
                 harness["wall_s"] = round(ledger.wall(), 6)
             if self.output is not None:  # None: an executor's runner, whose driver writes

@@ -166,7 +166,7 @@ def test_through_the_runner_the_record_names_the_round(tmp_path):
     assert eager.status == Status.PASSED.value, eager.reason
     names = [e["name"] for e in eager.correctness["edge"]["run"]]
     assert {"large 800", "zeros"} <= set(names) and any(n.startswith("offset") for n in names)
-    assert eager.model_extra["harness"]["edge_s"] > 0
+    assert eager.harness["edge_s"] > 0
 
 
 # --- domains ----------------------------------------------------------------------------------

@@ -254,7 +254,7 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
         "tiny.row_write/s8", "tiny.scaled_add/n32", "tiny.scaled_add/n4"]
     if gate_on:  # every record's phases account for its wall
         for r in records:
-            harness = r.model_extra["harness"]
+            harness = r.harness
             assert set(harness) >= {"wall_s", "cases_s", "rounds_s", "verdict_s"}
             assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05), harness
 
@@ -282,7 +282,7 @@ def test_run_item_is_public_and_hooks_see_every_record_before_it_is_written(tmp_
     again = runner.run_item(item)  # the same runner, the same identity: the same inputs
     assert [r.run_id for r in again] == ["fixed-run"] * 2
     for phase in PHASES:
-        assert all(isinstance(r.model_extra["harness"].get(phase, 0.0), float) for r in records)
+        assert all(isinstance(r.harness.get(phase, 0.0), float) for r in records)
 
 
 @pytest.mark.slow
@@ -302,7 +302,7 @@ def test_a_record_that_ran_out_of_memory_beside_others_runs_again_alone(tmp_path
     (record,) = runner.run_item(PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "honest.py"])))
     assert record.status == "PASSED"
     assert len(tries) == 2 and tries[1] == runner.memory.budget  # the second try held all the memory
-    harness = record.model_extra["harness"]
+    harness = record.harness
     assert harness["memory_retry_s"] > 0
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
 

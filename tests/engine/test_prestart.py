@@ -28,7 +28,7 @@ def test_next_problems_worker_is_started_while_the_current_problem_runs(tmp_path
     runner = Runner(options, tmp_path / "r.jsonl")
     records = runner.run(_plan())
     assert [(r.problem, r.status) for r in records] == [("tiny.scaled_add", "PASSED"), ("tiny.row_write", "PASSED")]
-    second = records[1].model_extra["harness"]
+    second = records[1].harness
     assert second["transport"] == "memfd"  # the CPU's route
     if ahead:
         # Spawned during the first problem: the run waited only for what was left of its start.

@@ -150,7 +150,7 @@ def test_engine_gives_the_same_verdicts_by_either_route(tmp_path):
                                        device="cuda", transport=route, budget_s=0.05, seed=7, workloads=["n32", "n131072"],
                                        output=tmp_path / f"{route}.jsonl")
         verdicts[route] = [(r.solution, r.workload, r.status) for r in result.records]
-        assert {r.model_extra["harness"]["transport"] for r in result.records} == {route}
+        assert {r.harness["transport"] for r in result.records} == {route}
     assert verdicts["device"] == verdicts["memfd"]
     assert ("honest", "n131072", "PASSED") in verdicts["device"]
     assert ("mutates_input", "n32", "INCORRECT") in verdicts["device"]
