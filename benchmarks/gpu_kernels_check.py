@@ -124,20 +124,28 @@ def best_config(module: Any) -> str | None:
     return None
 
 
+def _candidate_path(op: str, file: str) -> tuple[Path, Path] | None:
+    """The problem folder and candidate file of ``op``/``file``, or None (said on stdout) when either is missing."""
+    folder = PROBLEM_ROOT / op
+    if not (folder / "problem.yaml").is_file():
+        print(f"skip {op}: no problem at {folder.relative_to(ROOT)}")
+        return None
+    path = folder / "solutions" / file
+    if not path.is_file():
+        print(f"skip {op}/{file}: candidate not found")
+        return None
+    return folder, path
+
+
 def check_candidate(op: str, file: str, spec: Any, eager_cache: dict, deadline: float, with_eager: bool) -> list[dict]:
     import torch
 
     from solbench import load_problem, workload_point
     from solbench.engine.problem_code import load_generator, load_module, load_reference, make_inputs
 
-    folder = PROBLEM_ROOT / op
-    if not (folder / "problem.yaml").is_file():
-        print(f"skip {op}: no problem at {folder.relative_to(ROOT)}")
+    if (found := _candidate_path(op, file)) is None:
         return []
-    path = folder / "solutions" / file
-    if not path.is_file():
-        print(f"skip {op}/{file}: candidate not found")
-        return []
+    folder, path = found
     problem = load_problem(folder)
     ref, gen = load_reference(problem), load_generator(problem)
     out_names = list(problem.outputs)

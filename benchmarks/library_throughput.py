@@ -98,11 +98,13 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
 
 def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the edge rounds cost: their seconds (the worker calls and the parent's references, harness.edge_s +
-    edge_prepare_s) over the records' wall time, in all and per record (the goal: at most 10%)."""
-    shares = [r["edge_s"] / r["wall_s"] for r in rows if r.get("wall_s")]
-    total = sum(r["wall_s"] for r in rows)
-    return {"edge_s": round(sum(r.get("edge_s", 0.0) for r in rows), 3),
-            "share_of_wall": round(sum(r.get("edge_s", 0.0) for r in rows) / total, 4) if total else None,
+    edge_prepare_s) over the wall time of the records that reached them, in all and per record (the goal:
+    at most 10%)."""
+    ran = [r for r in rows if r.get("edge_s") and r.get("wall_s")]  # records that reached the edge rounds
+    shares = [r["edge_s"] / r["wall_s"] for r in ran]
+    total = sum(r["wall_s"] for r in ran)
+    return {"records": len(ran), "edge_s": round(sum(r["edge_s"] for r in ran), 3),
+            "share_of_wall": round(sum(r["edge_s"] for r in ran) / total, 4) if total else None,
             "median_share": round(statistics.median(shares), 4) if shares else None,
             "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
 
@@ -207,6 +209,7 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=None, help="run on N executors on the CPU")
     ap.add_argument("--cluster", default=None, help="ray or ray://HOST:PORT")
     ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
+    ap.add_argument("--small", action="store_true", help="each problem shrunk to its test_axes (quick CPU runs)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=60.0)
     return ap.parse_args()
@@ -217,7 +220,8 @@ def main() -> None:
     options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout,
                               in_flight=args.in_flight, gpus=args.gpus, jobs=args.jobs, cluster=args.cluster,
                               edge_rounds=False if args.no_edge else None)
-    plan = select(plan_run(find_problems(problems_root(args.problems))), args.second, args.only, args.smallest_only)
+    plan = select(plan_run(find_problems(problems_root(args.problems)), small=args.small), args.second, args.only,
+                  args.smallest_only)
     out = Path(args.output)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
     records = Path(args.records or out.with_name(f"{out.stem}_{stamp}.jsonl"))

@@ -26,22 +26,44 @@ step() {
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
 }
 
-# `verify`: every GPU check of this round's issues; on the lent machine (10 minutes a call) as its
-# two halves, `verify_a` (scale and timing: ~9 min) and `verify_b` (trust, profiles, service: ~9 min).
+# `verify`: every GPU check of this round's issues, ~22 minutes in all; on the lent machine (10 minutes
+# a call) as three calls: `verify_a` (scale and timing), `verify_b` (the corpus and profiles), `verify_c`
+# (the outside-process check's precision and the service). Carry `.whl/` (pydantic, Liger, the service's
+# wheels: scripts/fetch_serve_wheels.sh).
 VERIFY_A="env throughput fidelity baselines"  # the library pass covers every workload of every shipped eager
-VERIFY_B="adversarial_gpu evidence profile_throughput serve"
+VERIFY_B="adversarial_gpu profile_throughput"
+VERIFY_C="evidence serve host_check"
 STEPS=()
 for s in "$@"; do
   case $s in
-    verify) STEPS+=($VERIFY_A $VERIFY_B) ;;
+    verify) STEPS+=($VERIFY_A $VERIFY_B $VERIFY_C) ;;
     verify_a) STEPS+=($VERIFY_A) ;;
     verify_b) STEPS+=($VERIFY_B) ;;
+    verify_c) STEPS+=($VERIFY_C) ;;
     *) STEPS+=("$s") ;;
   esac
 done
 
 for s in "${STEPS[@]}"; do
   case $s in
+    evidence)
+      # issue 27: the parent-clocked burst's precision (claimed median / parent's time per call, wall and NVML)
+      # on 5 problems, honest shipped candidates, every workload (time-boxed)
+      step evidence timeout ${EVIDENCE_TIMEOUT:-240} python3 benchmarks/burst_precision.py \
+        --out "results/h200/burst_precision_$STAMP.json" ;;
+    profile_throughput)
+      # issue 26: solbench profile per (problem, candidate), >= 20 problems, the next pair prepared meanwhile
+      step profile_throughput timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/profile_throughput.py \
+        -o results/h200/profile_throughput.json --problems 26 --time-box 200 ;;
+    serve)
+      # issue 31: 20 submissions queued at once through `solbench submit --wait` (SQLite), wall and records/min
+      step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "results/h200/serve_$STAMP.json" \
+        -n 20 --device cuda --budget 0.2 --timeout 150 ;;
+    host_check)
+      # issue 27: problem code in the sandboxed host on CUDA (a cost-hook problem) and its overhead per case
+      step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \
+        -s problems/llama3_1_8b/paged_attention_decode/solutions/torch_eager.py --budget 0.2 -q \
+        -o "results/h200/host_check_$STAMP.jsonl" ;;
     baselines)
       # issue 29: every library baseline (lib_*.py: PyTorch's SDPA backends, flex_attention, _grouped_mm,
       # _scaled_mm; Liger where carried) at each problem's smallest and largest workload
@@ -80,7 +102,7 @@ for s in "${STEPS[@]}"; do
       fi ;;
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
-        python3 -m pytest -q -p no:cacheprovider -rA tests/adversarial ${ADV_K:+-k "$ADV_K"}
+        python3 -m pytest -q -p no:cacheprovider -rA -m "slow or not slow" tests/adversarial ${ADV_K:+-k "$ADV_K"}
       cp "$OUT/adversarial_gpu.log" "results/h200/adversarial_gpu_$STAMP.log" ;;
     ncu_probe)
       # raw Nsight Compute outputs for the profile parser's CPU tests (tests/fixtures/ncu/)
@@ -111,7 +133,9 @@ for s in "${STEPS[@]}"; do
       mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
     fidelity)
-      step fidelity timeout ${FIDELITY_TIMEOUT:-240} python3 benchmarks/timing_fidelity.py ${FIDELITY_ARGS:-} --out "results/h200/timing_fidelity_$STAMP.json" ;;
+      # the adaptive timer against the former settings, case by case (medians and device time per timing)
+      step fidelity timeout ${FIDELITY_TIMEOUT:-120} python3 benchmarks/timing_fidelity.py --compare --repeats 3 \
+        ${FIDELITY_ARGS:-} --out "results/h200/timing_adaptive_$STAMP.json" ;;
     overhead)
       # the all-stream CUPTI timer against events only, same problems and candidates, back to back
       step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "results/h200/harness_overhead_all_streams_$STAMP.json"
@@ -167,7 +191,7 @@ for s in "${STEPS[@]}"; do
       # torch.compile), one executor per GPU; the summary is rewritten after every record, so the time
       # box keeps what finished (~9 min)
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
-        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:-}
+        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:---time-box 420}
       cp results/h200/library_throughput.json "results/h200/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and

@@ -26,7 +26,7 @@ class LineProgress:
         self.total, self.done, self.t0 = total, 0, time.perf_counter()
 
     def task(self, problem: str, workload: str, candidate: str) -> None:
-        self.done += 1
+        self.done += 1  # started: with lanes in flight, several at once and out of plan order
         print(f"[{self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] {problem} {workload} {candidate}",
               flush=True)
 
@@ -48,6 +48,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=None, help="seconds per workload (default: solbench run's)")
     ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available)")
+    ap.add_argument("--in-flight", type=int, default=0,
+                    help="(problem, candidate) lanes at once; only timing windows are exclusive (0: by core count)")
     ap.add_argument("--resume", action="store_true",
                     help="skip the (problem, workload, candidate) triples the output file already has a record of")
     args = ap.parse_args()
@@ -81,7 +83,7 @@ def main() -> int:
     keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))
     n = sum(len(i.workloads) * len(i.candidates) for i in keep)
     print(f"{len(keep)} problems, {n} (workload, candidate) pairs", flush=True)
-    options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout)
+    options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout, in_flight=args.in_flight)
     result = run_plan(keep, options, Path(args.output), LineProgress())
     counts = Counter(r.status for r in result.records)
     print("statuses:", dict(counts), "->", args.output, flush=True)

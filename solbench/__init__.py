@@ -12,14 +12,26 @@ Public API (the CLI is a thin layer over these)::
 from __future__ import annotations
 
 from solbench._version import __version__
-from solbench.data.expr import evaluate as evaluate_expression
-from solbench.data.hardware import HardwareSpec, detect_spec, list_specs, load_spec
-from solbench.data.problem import Problem, Workload, find_problems, load_problem
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import AnchoredScore, RooflinePoint, anchored_score, sol
-from solbench.data.validate import validate_paths
+from solbench.data import (
+    AnchoredScore,
+    HardwareSpec,
+    Problem,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    Workload,
+    anchored_score,
+    detect_spec,
+    find_problems,
+    list_specs,
+    load_problem,
+    load_spec,
+    sol,
+    validate_paths,
+)
+from solbench.data import evaluate as evaluate_expression
 from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
-from solbench.worker.candidate import load_sibling  # for candidate files: load a file next to them
+from solbench.worker import load_sibling
 
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")

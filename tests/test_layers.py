@@ -1,9 +1,12 @@
 """The package's architecture, read from its source: one folder per layer, imports point downward
-only, no import cycle (imports inside functions included), nothing imports the CLI, few top-level modules."""
+only, no import cycle (imports inside functions included), nothing imports the CLI, few top-level modules,
+and code outside a subpackage uses it only through the names of its ``__all__``."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,14 +33,31 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _subpackage(name: str) -> str | None:
+    """The subpackage (``data``, ``engine``, ...) a dotted module name lies in, or None."""
+    parts = name.split(".")
+    package = ".".join(parts[:2])
+    return parts[1] if len(parts) > 1 and package in MODULES and MODULES[package].name == "__init__.py" else None
+
+
+@cache
+def _package(name: str) -> tuple[frozenset[str], dict[str, str]]:
+    """A subpackage's ``__all__``, and where its lazily loaded names live (its ``_HOME``: name -> module)."""
+    package = importlib.import_module(name)
+    return frozenset(package.__all__), dict(getattr(package, "_HOME", {}))
+
+
 def _targets(node: ast.AST, module: str) -> list[str]:
-    """Modules an import statement loads (``from pkg import sub`` counts as ``pkg.sub`` if that is a module)."""
+    """Modules an import statement loads (``from pkg import sub`` counts as ``pkg.sub`` if that is a module,
+    and a name a package loads lazily counts as the module it comes from)."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names if a.name.startswith("solbench")]
     if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith("solbench"):
         assert not getattr(node, "level", 0), f"{module}: relative import"
         return []
-    return [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module for a in node.names]
+    lazy = _package(node.module)[1] if _subpackage(node.module) and node.module.count(".") == 1 else {}
+    return [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES
+            else f"{node.module}.{lazy[a.name]}" if a.name in lazy else node.module for a in node.names]
 
 
 def _is_type_checking(node: ast.AST) -> bool:
@@ -129,3 +149,50 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch, fake):
         monkeypatch.setitem(MODULES, name, Path(name))
     found = _cycle()
     assert found is not None and set(found) == set(fake), found
+
+
+def bypasses(source: str, layer: str, public: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """Imports in ``source`` (of a module in ``layer``) that reach into another subpackage past its ``__all__``:
+    a module inside it (``from solbench.data.problem import ...``, ``import solbench.data.problem``), or a
+    name its ``__all__`` does not list. Imports inside functions count too."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if _subpackage(a.name) not in (None, layer) and a.name.count(".") > 1]
+        elif isinstance(node, ast.ImportFrom) and (sub := _subpackage(node.module or "")) not in (None, layer):
+            if node.module != f"solbench.{sub}":
+                found.append(f"from {node.module} import ...")
+                continue
+            names = (public or {}).get(sub) or _package(node.module)[0]
+            found += [f"from {node.module} import {a.name}" for a in node.names if a.name not in names]
+    return found
+
+
+def test_other_layers_use_a_subpackage_through_its_all():
+    found = [f"{m}: {b}" for m in sorted(MODULES)
+             for b in bypasses(MODULES[m].read_text(), _layer(m))]
+    assert not found, "import these through the subpackage (add the name to its __all__):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("from solbench.data.problem import Problem\n", True),
+    ("def f():\n    from solbench.data.problem import Problem\n", True),
+    ("import solbench.data.problem\n", True),
+    ("from solbench.data import not_public\n", True),
+    ("from solbench.data import Problem\n", False),
+    ("from solbench.engine.runner import Runner\n", False),  # its own subpackage
+    ("from solbench.errors import SolbenchError\n", False),  # a top-level module
+])
+def test_the_all_check_finds_a_bypass(source, flagged):
+    """The check above can fail: a planted import past ``__all__`` is reported, one through it is not."""
+    public = {"data": frozenset({"Problem"})}
+    assert bool(bypasses(source, "engine", public)) is flagged
+
+
+@pytest.mark.parametrize("package", sorted({f"solbench.{_subpackage(m)}" for m in MODULES if _subpackage(m)}))
+def test_a_public_name_that_names_a_module_is_that_module(package):
+    """Once ``solbench.x.y`` is imported, ``solbench.x.y`` the attribute is the module: a public name ``y`` of
+    ``solbench.x`` meant as something else (a function ``y`` of another module) would change with import order."""
+    public, home = _package(package)
+    clashes = sorted(n for n in public if f"{package}.{n}" in MODULES and home.get(n, n) != n)
+    assert not clashes, f"{package}: export the module, or the name under another one: {clashes}"

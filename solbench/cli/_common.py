@@ -26,9 +26,9 @@ from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
 
-from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions
+from solbench.engine import GUARDS_OFF_FLAG, RunOptions
 from solbench.errors import SolbenchError
-from solbench.present.markup import clean_text, one_line
+from solbench.present import clean_text, one_line
 from solbench.units import si
 
 
@@ -123,7 +123,7 @@ MAX_WARNINGS_SHOWN = 10
 
 def load(paths: list[Path] | None):
     """The results frame of these files or folders (default: results/), its warnings shown."""
-    from solbench.present.frame import load_results
+    from solbench.present import load_results
 
     require_results(paths or [])
     if not paths and not DEFAULT_RESULTS.is_dir():

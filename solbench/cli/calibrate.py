@@ -11,7 +11,7 @@ from rich.table import Table
 
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, si
-from solbench.engine.calibrate import calibrate as run_calibration
+from solbench.engine import calibrate as calibration
 
 
 class CalibrateDevice(str, Enum):
@@ -34,7 +34,7 @@ def calibrate(
     Score against it with `--gpu PATH` (or `--roof measured` once a measured spec of this GPU is
     committed under hardware_specs/measured/).
     """
-    spec, path = run_calibration(device.value, output, quick=quick, sustained_s=sustained_s,
+    spec, path = calibration.calibrate(device.value, output, quick=quick, sustained_s=sustained_s,
                                  log=lambda line: err_console.print(line, markup=False, highlight=False))
     if as_json:
         typer.echo(json.dumps(spec.model_dump(mode="json"), indent=2))

@@ -145,7 +145,7 @@ def history(
     """A candidate's time and SOL run after run (with its git commit and the solbench version);
     significant changes from one run to the next are marked."""
     from solbench.present import history as hist
-    from solbench.present.chart_style import save
+    from solbench.present import save
 
     h = hist.result_history(load(results), selection, min_effect=min_effect / 100.0, alpha=alpha,
                             min_points=min_runs)

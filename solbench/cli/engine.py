@@ -24,11 +24,10 @@ from rich.text import Text
 from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, err_console, fmt_time, plain, plain_line, run_settings
-from solbench.data.noise import NOISY_FLAG, noisy_reason
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import sol as sol_fraction
-from solbench.engine.options import GUARDS_OFF_FLAG
-from solbench.present.markup import one_line
+from solbench.data import NOISY_FLAG, ResultRecord, Status, noisy_reason
+from solbench.data import sol as sol_fraction
+from solbench.engine import GUARDS_OFF_FLAG
+from solbench.present import one_line
 from solbench.units import sol_text
 
 _STATUS_STYLE = {
@@ -259,7 +258,7 @@ def demo(
         _finish(result.records, result.records_path, result.run.spec_id, result.run.device, as_json)
     finally:
         if result.records:  # the leaderboard, a roofline chart and the report, whatever passed
-            from solbench.present.report import present_demo
+            from solbench.present import present_demo
 
             present_demo(result.records_path, result.records_path.with_suffix(""),
                          console=err_console if as_json else console)

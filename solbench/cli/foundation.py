@@ -21,12 +21,19 @@ from solbench.cli._common import (
     require_results,
     si,
 )
-from solbench.data.hardware import HardwareSpec, list_specs, load_spec
-from solbench.data.library import problems_root, resolve_problem
-from solbench.data.problem import find_problems, load_problem, problem_json_schema
-from solbench.data.validate import collect_files, validate_paths
-from solbench.engine.problem_host import new_host
-from solbench.engine.work import deep_check, problem_points, workload_point
+from solbench.data import (
+    HardwareSpec,
+    collect_files,
+    find_problems,
+    list_specs,
+    load_problem,
+    load_spec,
+    problem_json_schema,
+    problems_root,
+    resolve_problem,
+    validate_paths,
+)
+from solbench.engine import deep_check, new_host, problem_points, workload_point
 from solbench.errors import SolbenchError
 
 
@@ -62,9 +69,8 @@ def validate(
 
 def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, problems: Path | None) -> None:
     """`validate --measured`: declared FLOPs and bytes against the profiled records' counters."""
-    from solbench.data.library import library_explanations
-    from solbench.present.frame import load_results
-    from solbench.present.measured import TOLERANCE, markdown_table, measured_rows
+    from solbench.data import library_explanations
+    from solbench.present import TOLERANCE, load_results, markdown_table, measured_rows
 
     require_results(paths, "pass result files (.jsonl) written by `solbench profile`")
     if problems is not None and not problems.is_dir():
@@ -91,7 +97,7 @@ def _validate_measured(paths: list[Path], fmt: ListFormat, show_all: bool, probl
 
 
 def _measured_table(rows: list, tolerance: float) -> Table:
-    from solbench.present.measured import note_text
+    from solbench.present import note_text
 
     table = Table(title=f"declared vs measured (ratio = counted / declared; off by more than {tolerance:.0%})",
                   title_justify="left")
@@ -164,7 +170,7 @@ def specs(
     fmt: ListFormat = typer.Option(ListFormat.table, "--format"),
 ) -> None:
     """The hardware spec files: peaks, bandwidth, ridge point; and cpu_estimate, the built-in CPU bound."""
-    from solbench.data.hardware import cpu_estimate_spec
+    from solbench.data import cpu_estimate_spec
 
     all_specs = [*list_specs(), cpu_estimate_spec()]  # `--gpu cpu_estimate` names it like a file's id
     if fmt == ListFormat.json:
@@ -230,7 +236,7 @@ def schema(kind: SchemaKind = typer.Argument(SchemaKind.problem)) -> None:
     elif kind == SchemaKind.spec:
         out = HardwareSpec.model_json_schema()
     else:
-        from solbench.data.record import ResultRecord
+        from solbench.data import ResultRecord
 
         out = ResultRecord.model_json_schema()
     typer.echo(json.dumps(out, indent=2))

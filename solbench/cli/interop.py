@@ -16,7 +16,7 @@ app.add_typer(export_app, name="export")
 
 
 def _done(problem_file: Path, notes: list[str]) -> None:
-    from solbench.data.problem import load_problem
+    from solbench.data import load_problem
 
     problem = load_problem(problem_file)  # validated as any problem is: a converter bug fails here, not later
     for note in notes:
@@ -33,8 +33,7 @@ def import_flashinfer_trace(
     output: Path = typer.Option(..., "-o", "--output", help="the problem folder to write"),
 ) -> None:
     """A problem folder (problem.yaml, reference.py, data/) from a definition and its workloads."""
-    from solbench.data.interop.flashinfer_trace import import_definition, read_json
-    from solbench.data.interop.solutions import import_solution
+    from solbench.data import import_definition, import_solution, read_json
 
     problem_file, notes = import_definition(definition, output, workloads, data)
     defn = read_json(definition, "definition")
@@ -51,7 +50,7 @@ def import_kernelbench(
 ) -> None:
     """A problem folder from a KernelBench module (its parameters become inputs) with a starter candidate,
     solutions/torch_eager.py. Runs the module's code."""
-    from solbench.data.interop.kernelbench import import_module
+    from solbench.engine import import_module
 
     problem_file, notes = import_module(module, output, force)
     _done(problem_file, notes)
@@ -63,7 +62,7 @@ def export_flashinfer_trace(
     output: Path = typer.Option(..., "-o", "--output", help="the traces .jsonl to write"),
 ) -> None:
     """Records as FlashInfer-Trace traces, one JSON line each."""
-    from solbench.data.interop.traces import export_traces
+    from solbench.data import export_traces
 
     require_results(results)
     count = export_traces(results, output)

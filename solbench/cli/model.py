@@ -15,7 +15,7 @@ from solbench.cli.present import RESULTS_ARG
 from solbench.units import si, sol_text
 
 if TYPE_CHECKING:
-    from solbench.present.model_view import ModelView
+    from solbench.present import ModelView
 
 
 IDEAL_ONLY_GPU = "h200_sxm"  # the GPU of the library's published records
@@ -88,24 +88,23 @@ def model(
 
     Exits 1 when an op has no record (each is named with the command that makes it).
     """
-    from solbench.present.model_view import model_view
+    from solbench.present import model_view
 
     ideal_only = not results and not DEFAULT_RESULTS.is_dir()  # no records at all: the ideal table still tells a lot
     if ideal_only:
-        from solbench.present.frame import records_frame
+        from solbench.present import records_frame
 
         df, gpu = records_frame([]), gpu or IDEAL_ONLY_GPU
     else:
         df = load(results)
-    view = model_view(df, family, phase=phase.value, tokens=tokens, batch=batch, context=context, gpu=gpu,
+    view = model_view.model_view(df, family, phase=phase.value, tokens=tokens, batch=batch, context=context, gpu=gpu,
                       candidates=tuple(candidate or ()), problems=problems)
     if ideal_only:
         view.missing.clear()
         err_console.print(f"no results here: the ideal per-op times on {plain(view.spec.id)} only (--gpu ID for "
                           "another; run the ops, then pass their result files, for measured times)", highlight=False)
     if chart is not None:
-        from solbench.present.chart_style import save
-        from solbench.present.model_chart import model_figure
+        from solbench.present import model_figure, save
 
         save(model_figure([view]), chart)
     if as_json:

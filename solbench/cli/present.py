@@ -23,7 +23,7 @@ from solbench.cli._app import app
 from solbench.cli._common import DEFAULT_RESULTS, console, done, load, warn
 
 if TYPE_CHECKING:
-    from solbench.present.frame import Selection
+    from solbench.present import Selection
 
 plot_app = typer.Typer(help="Charts of result records (PNG, SVG or PDF by the output's suffix).",
                        no_args_is_help=True)
@@ -65,7 +65,7 @@ def selecting(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def with_selection(**kwargs: Any) -> None:
-        from solbench.present.frame import Selection
+        from solbench.present import Selection
 
         selection = Selection(**{name: kwargs.pop(name) for name in FILTERS})
         command(**kwargs, selection=selection)
@@ -78,7 +78,7 @@ def selecting(command: Callable[..., None]) -> Callable[..., None]:
 
 def _warn_left_out(df, selection: Selection) -> None:
     """What the selection matched but the output will not show (another roof of a GPU)."""
-    from solbench.present.frame import select_records
+    from solbench.present import select_records
 
     warn(select_records(df, selection)[1])
 
@@ -93,10 +93,9 @@ def leaderboard(
     selection: Selection,
 ) -> None:
     """Rank candidates per problem and GPU (workloads passed, then geomean SOL), and overall."""
-    from solbench.present.leaderboard import format_leaderboard, print_leaderboard
-    from solbench.present.ranking import leaderboard as build_leaderboard
+    from solbench.present import format_leaderboard, print_leaderboard, ranking
 
-    lb = build_leaderboard(load(results), selection)
+    lb = ranking.leaderboard(load(results), selection)
     warn(lb.left_out)
     if fmt == BoardFormat.table and output is None:
         print_leaderboard(lb, console, notes=False)  # said on stderr already
@@ -168,7 +167,7 @@ def report(
     selection: Selection,
 ) -> None:
     """One self-contained HTML page: leaderboard, a section per problem, environment, failures."""
-    from solbench.present.report import write_report
+    from solbench.present import write_report
 
     sources = [str(p) for p in results or [DEFAULT_RESULTS]]
     df = load(results)

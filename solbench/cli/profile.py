@@ -11,7 +11,7 @@ from solbench import api
 from solbench.cli._app import app
 from solbench.cli._common import console, fmt_time, plain, plain_line, run_settings
 from solbench.cli.engine import RichProgress
-from solbench.data.record import ResultRecord, Status
+from solbench.data import ResultRecord, Status
 from solbench.units import si
 
 

@@ -11,7 +11,7 @@ import typer
 from solbench.cli._app import app
 from solbench.cli._common import console, echo, err_console, plain, run_settings
 from solbench.cli.engine import progress_line, results_tables
-from solbench.data.record import ResultRecord, Status
+from solbench.data import ResultRecord, Status
 from solbench.errors import SolbenchError
 from solbench.settings import SERVE_LEASE_S
 
@@ -26,7 +26,7 @@ DB_HELP = "database: sqlite:///PATH (default sqlite:///solbench-serve/serve.db) 
 
 
 def _db_option() -> typer.Option:
-    from solbench.serve.server import DEFAULT_DB
+    from solbench.serve import DEFAULT_DB
 
     return typer.Option(DEFAULT_DB, "--db", help=DB_HELP)
 
@@ -56,9 +56,8 @@ def serve(
     """Run the submission service in the foreground (Ctrl-C stops it; unfinished submissions stay queued)."""
     if ctx.invoked_subcommand is not None:
         return
-    from solbench.serve.app import Limits
-    from solbench.serve.server import ServeConfig
-    from solbench.serve.server import serve as run_service
+    from solbench.serve import Limits, ServeConfig
+    from solbench.serve import serve as run_service
 
     if min(max_source, max_body, batch, slots) < 1 or lease <= 0:
         raise SolbenchError("--max-source, --max-body, --batch, --slots and --lease must be positive")
@@ -75,7 +74,7 @@ def token_add(
     max_pending: int = typer.Option(50, "--max-pending", help="submissions queued or running at once"),
 ) -> None:
     """Make a token; it is printed once, alone on the last line (only its hash is kept)."""
-    from solbench.serve.server import open_store
+    from solbench.serve import open_store
 
     if not name.strip() or len(name) > 64 or not name.isprintable():
         raise SolbenchError("token name: 1 to 64 printable characters")
@@ -88,7 +87,7 @@ def token_add(
 @token_app.command("list")
 def token_list(db: str = _db_option()) -> None:
     """The tokens' names and quotas (never the tokens)."""
-    from solbench.serve.server import open_store
+    from solbench.serve import open_store
 
     for t in open_store(db).list_tokens():
         echo(f"{t['name']}\t{t['per_day']} a day\t{t['max_pending']} pending\t{'revoked' if t['revoked'] else 'live'}")
@@ -97,7 +96,7 @@ def token_list(db: str = _db_option()) -> None:
 @token_app.command("revoke")
 def token_revoke(name: str = typer.Argument(...), db: str = _db_option()) -> None:
     """Revoke a token: its submissions stay, it submits no more."""
-    from solbench.serve.server import open_store
+    from solbench.serve import open_store
 
     if not open_store(db).revoke_token(name):
         raise SolbenchError(f"no token named {name!r} (see `solbench serve token list`)")
@@ -114,7 +113,7 @@ def baselines(
 ) -> None:
     """Queue the problems' shipped library baselines (files that declare BASELINE): the leaderboard's
     best-known columns compare every submission with them."""
-    from solbench.serve.server import queue_baselines
+    from solbench.serve import queue_baselines
 
     queued = queue_baselines(db, problems, str(library.resolve()) if library else None, workload or [], small)
     for problem, candidate, sub in queued:
@@ -127,7 +126,7 @@ def baselines(
 def export(db: str = _db_option(),
            output: Path = typer.Option(None, "-o", "--output", help="JSONL file to write (default: standard output)")) -> None:
     """Every record in the database as the JSONL records of `solbench run` (readable by every command)."""
-    from solbench.serve.server import open_store
+    from solbench.serve import open_store
 
     lines = [json.dumps({k: v for k, v in r.items() if not k.startswith("_")}) for r in open_store(db).records()]
     text = "".join(line + "\n" for line in lines)
@@ -152,7 +151,7 @@ def submit(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines"),
 ) -> None:
     """Send a candidate to a `solbench serve` service; with --wait, print its results table. Exit 0 only if all pass."""
-    from solbench.serve.client import Client
+    from solbench.serve import Client
 
     client = Client(server, token)
     made = client.submit(file, problem, workload or [], small)

@@ -150,16 +150,7 @@ def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     if not spec.dense:
         errs.append("dense: spec files hold dense (non-sparse) peaks only")
     if spec.kind == "datasheet":
-        if not spec.sources:
-            errs.append("sources: a datasheet spec needs at least one source")
-        for f in NUMERIC_FIELDS:
-            if getattr(spec, f) is not None and f not in spec.provenance:
-                errs.append(f"provenance.{f}: every number needs a source")
-        if spec.launch_floor_s and "launch_floor_s" not in spec.provenance:
-            errs.append("provenance.launch_floor_s: every number needs a source")
-        for k in spec.peak_flops:
-            if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
-                errs.append(f"provenance.peak_flops.{k}: every number needs a source")
+        errs.extend(_source_errors(spec))
     elif spec.measured is None:
         errs.append("measured: a measured spec says how, when and on what it was measured")
     # Units: bandwidth in bytes/s, peaks in FLOP/s. Catches GB/s and TFLOP/s typed in.
@@ -170,6 +161,20 @@ def _spec_errors(spec: HardwareSpec, by_path: bool = False) -> list[str]:
     for k, v in spec.peak_flops.items():
         if not low <= v <= 1e17:
             errs.append(f"peak_flops.{k}: {v:g} FLOP/s is implausible (write FLOP/s, e.g. 989.4e12)")
+    return errs
+
+
+def _source_errors(spec: HardwareSpec) -> list[str]:
+    """A datasheet spec names its sources, and a source for every number."""
+    errs = [] if spec.sources else ["sources: a datasheet spec needs at least one source"]
+    for f in NUMERIC_FIELDS:
+        if getattr(spec, f) is not None and f not in spec.provenance:
+            errs.append(f"provenance.{f}: every number needs a source")
+    if spec.launch_floor_s and "launch_floor_s" not in spec.provenance:
+        errs.append("provenance.launch_floor_s: every number needs a source")
+    for k in spec.peak_flops:
+        if f"peak_flops.{k}" not in spec.provenance and "peak_flops" not in spec.provenance:
+            errs.append(f"provenance.peak_flops.{k}: every number needs a source")
     return errs
 
 

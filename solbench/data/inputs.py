@@ -11,32 +11,11 @@ gives (a call into the problem's sandboxed host, :mod:`solbench.engine.problem_h
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from solbench.data.problem import Problem
 from solbench.errors import ProblemError
-
-
-def module_name(prefix: str, path: Path) -> str:
-    """A module name unique to a file: ``prefix`` + a digest of its path."""
-    return f"{prefix}{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
-
-
-def import_file(path: Path, mod_name: str) -> Any:
-    """Import a Python file as module ``mod_name`` (registered in sys.modules); ImportError if it is
-    not a Python module. What the file itself raises propagates. A loader for the layers that run
-    code (the candidate worker, the problem host, the KernelBench import); this layer never calls it."""
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path.name} cannot be imported as a Python module")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def input_seed(seed: int, name: str) -> int:

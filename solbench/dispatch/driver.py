@@ -20,21 +20,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import load_problem
-from solbench.data.record import ResultRecord, Status
-from solbench.data.results import append_records
+from solbench.data import HardwareSpec, ResultRecord, Status, append_records, load_problem
 from solbench.dispatch.items import WorkItem, record_key, split_plan
-from solbench.engine.identity import RunIdentity
-from solbench.engine.options import RunOptions
-from solbench.engine.runner import NullProgress, PlanItem, Progress
-from solbench.engine.scoring import Evaluation, build_record
-from solbench.engine.work import workload_point
+from solbench.engine import (
+    Evaluation,
+    NullProgress,
+    PlanItem,
+    Progress,
+    RunIdentity,
+    RunOptions,
+    build_record,
+    workload_point,
+)
 from solbench.errors import SolbenchError
 from solbench.guards import make_undumpable
 from solbench.settings import EXECUTOR_JOIN_S
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.cleanup import stop_on_signals
+from solbench.worker import CandidateFile, stop_on_signals
 
 MAX_ATTEMPTS = 2  # an item's run and one rerun after its executor was lost
 LOST_FLAG = "executor_lost"

@@ -21,7 +21,7 @@ from typing import IO, Any
 from solbench.dispatch.session import ExecutorSession
 from solbench.errors import SolbenchError
 from solbench.settings import PARENT_POLL_S
-from solbench.worker.cleanup import stop_on_signals
+from solbench.worker import stop_on_signals
 
 
 def _watch_parent(parent: int) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from solbench.data.problem import Problem, Workload
-from solbench.engine.runner import PlanItem
+from solbench.data import Problem, Workload
+from solbench.engine import PlanItem
 from solbench.errors import SolbenchError
 
 # A workload's fixed costs (worker calls, correctness rounds, the timing budget) counted as bytes

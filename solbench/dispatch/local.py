@@ -12,7 +12,7 @@ from typing import IO, Any
 from solbench.dispatch.items import WorkItem
 from solbench.errors import SolbenchError
 from solbench.settings import EXECUTOR_EXIT_WAIT_S
-from solbench.worker.client import describe_exit
+from solbench.worker import describe_exit
 
 
 class ExecutorLost(Exception):

@@ -18,7 +18,7 @@ from typing import Any
 from solbench.dispatch.items import WorkItem
 from solbench.dispatch.local import ExecutorLost, ExecutorStartError
 from solbench.dispatch.session import ExecutorSession
-from solbench.engine.options import RunOptions
+from solbench.engine import RunOptions
 from solbench.errors import SolbenchError
 from solbench.settings import ACTOR_START_TIMEOUT_S, ACTOR_STOP_TIMEOUT_S
 

@@ -23,14 +23,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from solbench.data.problem import load_problem
-from solbench.data.record import ResultRecord
+from solbench.data import ResultRecord, load_problem
 from solbench.dispatch.items import WorkItem
-from solbench.engine.identity import RunIdentity
-from solbench.engine.options import RunOptions
-from solbench.engine.runner import PlanItem, Runner
+from solbench.engine import PlanItem, RunIdentity, Runner, RunOptions
 from solbench.errors import SolbenchError
-from solbench.worker.candidate import CandidateFile
+from solbench.worker import CandidateFile
 
 Emit = Callable[[dict[str, Any]], None]
 

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from solbench._version import __version__
-from solbench.data.hardware import HardwareSpec, detect_spec, load_spec, spec_from_dict
+from solbench.data import HardwareSpec, detect_spec, load_spec, spec_from_dict
 from solbench.engine.environment import driver_version, package_versions
 from solbench.errors import SolbenchError, SpecError
 from solbench.settings import CALIBRATE_COOLDOWN_S, CALIBRATE_QUICK_COOLDOWN_S
@@ -84,7 +84,7 @@ def _cuda_time_calls(fn: Callable[[], Any], n: int) -> float:
 
 def _burst_and_sustained(fn: Callable[[], Any], work: float, sustained_s: float) -> dict:
     """Throughput (work units/s): burst = best of 5 short runs, sustained = median of ~0.1 s chunks."""
-    from solbench.timing.clockprobe import nvml_state
+    from solbench.timing import nvml_state
 
     fn()
     one = _cuda_time_calls(fn, 1)
@@ -145,7 +145,7 @@ def _hbm_bandwidth(nbytes: int, run_s: float) -> dict[str, dict]:
 def measure_cuda(quick: bool = False, sustained_s: float | None = None, log: Callable[[str], None] = print) -> dict:
     import torch
 
-    from solbench.timing.clockprobe import cooldown, nvml_max_sm_mhz
+    from solbench.timing import cooldown, nvml_max_sm_mhz
 
     if not torch.cuda.is_available():
         raise CalibrationError("--device cuda but no CUDA device is visible: use --device cpu")

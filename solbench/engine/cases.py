@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data.inputs import make_inputs
-from solbench.data.problem import Problem, Tolerance, Workload
+from solbench.data import Problem, Tolerance, Workload, make_inputs
 from solbench.engine.problem_host import HostedReference
 from solbench.errors import ProblemError
 
@@ -95,7 +94,7 @@ def checked_outputs(problem: Problem, axes: dict[str, int], result: Any) -> dict
     """The reference's result as its outputs by name, each checked against its declaration."""
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     if isinstance(result, torch.Tensor):
         result = (result,)

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from solbench.guards.fingerprints import same_bytes
+from solbench.guards import same_bytes
 
 # Above this many elements a CUDA reference is compared on the GPU in float32.
 GPU_COMPARE_NUMEL = 1 << 22

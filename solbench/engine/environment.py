@@ -10,7 +10,7 @@ from importlib import metadata
 from typing import Any
 
 from solbench._version import __version__
-from solbench.data.cpu_estimate import cpu_count, cpu_model
+from solbench.data import cpu_count, cpu_model
 
 _PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-ml-py", "numpy")
 
@@ -30,7 +30,7 @@ def cuda_device_info(index: int = 0) -> dict[str, Any]:
     """Name, UUID, SM count, L2 and memory of a CUDA device, from torch (and NVML for the driver)."""
     import torch
 
-    from solbench.timing.clockprobe import nvml_uuid
+    from solbench.timing import nvml_uuid
 
     props = torch.cuda.get_device_properties(index)
     info: dict[str, Any] = {
@@ -53,7 +53,7 @@ def cuda_device_info(index: int = 0) -> dict[str, Any]:
 
 def driver_version() -> str | None:
     """The NVIDIA driver's version from NVML, or None where NVML is absent."""
-    from solbench.timing.clockprobe import init_nvml  # lazily: the timing package imports torch
+    from solbench.timing import init_nvml
 
     try:
         driver = init_nvml().nvmlSystemGetDriverVersion()
@@ -64,7 +64,7 @@ def driver_version() -> str | None:
 
 def _nvml_info(index: int, uuid: str | None) -> dict[str, Any]:
     """The driver, and where supported persistence mode, enforced power limit and MIG mode, from NVML."""
-    from solbench.timing.clockprobe import init_nvml, nvml_handle
+    from solbench.timing import init_nvml, nvml_handle
 
     try:
         nvml = init_nvml()

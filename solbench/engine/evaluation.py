@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data.inputs import make_inputs
-from solbench.data.record import Status
+from solbench.data import Status, make_inputs
 from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
@@ -55,8 +54,7 @@ from solbench.guards import (
 )
 from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import WorkerClient, WorkerFailure
+from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
 EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
@@ -445,11 +443,14 @@ def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, 
         at = f" (at the {r.shape} shape, {', '.join(f'{k}={v}' for k, v in r.axes.items())})"
         signature = (tuple(r.axes.items()), repr(r.layouts))
         first = signature not in compiled
+        new_shape = not any(sig[0] == signature[0] for sig in compiled)
         compiled.add(signature)
         limit = ctx.compile_timeout_s if first else max(deadline - ctx.clock(), 0.001)
         expect = [{"shape": list(problem.shape(n, r.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
         case = Case(0, r.inputs, r.expected)
         try:
+            if slot.has_setup and new_shape and r.axes != ctx.cases.axes:
+                _edge_setup(slot, ctx, r.axes, findings)  # setup may plan for shapes: it sees this one first
             with slot.access("edge", long=first):  # a call at a new shape may recompile: long
                 reply = _request(slot, {"op": "call", "inputs": r.sent, "expect": expect, "layouts": r.layouts},
                                  limit, case.tensor_bytes() + 4096, where,
@@ -505,6 +506,19 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))
+
+
+def _edge_setup(slot: CandidateSlot, ctx: EvaluationContext, axes: dict[str, int],
+                findings: list[dict[str, Any]]) -> None:
+    """The candidate's setup(...) again before the edge rounds at another shape, on a setup case of that
+    shape (its own seed: never a round's inputs)."""
+    cases = ctx.cases
+    seed = derive_seed(cases.verify_seed, "edge-setup", *sorted(axes.items()))
+    inputs = list(make_inputs(cases.problem, axes, seed, device=cases.device, generator_fn=cases.generator).values())
+    with slot.access("setup", long=True):  # may compile or autotune
+        reply = _request(slot, {"op": "setup", "inputs": inputs}, ctx.compile_timeout_s, 4096, "setup (edge rounds)",
+                         _compile_limit(ctx.compile_timeout_s))
+    _add_findings(findings, _findings(reply) + processes_left(slot))
 
 
 def setup_inputs(cases: WorkloadCases) -> list[Any]:

@@ -20,9 +20,9 @@ gate closes to them, drains once, and the waiting timings run one after another.
 paid once per batch instead of once per timing; no timing waits longer than ``max_delay_s`` plus
 one drain plus the timings ahead of it.
 
-While a timing window is held, ``pause(pid)`` (set by the run) stops every other worker of the
-run, idle or starting, and what it returns resumes them after the window: no other candidate's
-code runs during a timing, not even a thread it left behind between its requests.
+While a timing window is held, ``pause(pid)`` (set by the run) stops the run's other workers that
+hold a candidate (on the CPU all of them), and what it returns resumes them after the window: no
+other candidate's code runs during a timing, not even a thread it left behind between its requests.
 
 Every request's interval is logged (owner, kind, worker pid, start, end), parent side, so a test
 can prove that no other item's device work overlaps a timing window (:func:`overlaps`).

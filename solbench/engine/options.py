@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from solbench.errors import SolbenchError, error_message
 from solbench.settings import BUDGET_S, CALL_TIMEOUT_S, COMPILE_TIMEOUT_S, COOLDOWN_MAX_S, LOG_BYTES, PROBLEM_TIMEOUT_S
-from solbench.timing.config import TimingConfig
+from solbench.timing import TimingConfig
 
 MIN_ROUNDS = 3
 # The flag a record of a run without the guards carries (``RunOptions.guards`` off).
@@ -232,8 +232,7 @@ def resolve_transport(options: RunOptions) -> tuple[str, str | None]:
     A device route asked for but not available here is a user error that names what is missing."""
     if options.transport == "memfd" or not options.device.startswith("cuda"):
         return "memfd", None
-    from solbench.worker.devwire import device_index
-    from solbench.worker.vmm import unsupported
+    from solbench.worker import device_index, unsupported
 
     why = unsupported(device_index(options.device))
     if why is None:

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data.problem import Problem, Workload
+from solbench.data import Problem, Workload
 from solbench.engine.ledger import Ledger
-from solbench.worker.candidate import CandidateFile
+from solbench.worker import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
@@ -203,17 +203,23 @@ class CasesCache:
         return len(self._entries)
 
 
+def _run_in_order(lanes: list[Lane], run: Callable[[Lane], None], stop: threading.Event,
+                  started: Callable[[int], None]) -> None:
+    """One lane at a time, on this thread, until ``stop`` is set."""
+    for i, lane in enumerate(lanes):
+        if stop.is_set():
+            return
+        started(i)
+        run(lane)
+
+
 def run_lanes(lanes: list[Lane], run: Callable[[Lane], None], in_flight: int, stop: threading.Event,
               started: Callable[[int], None] = lambda i: None) -> None:
     """Run ``run(lane)`` for every lane, ``in_flight`` at a time on threads, in order of start;
     ``started(i)`` is told when lane ``i`` starts (to start workers ahead for those after it). The
     first error stops the lanes not yet started and is raised here once the running ones end."""
     if in_flight <= 1:
-        for i, lane in enumerate(lanes):
-            if stop.is_set():
-                return
-            started(i)
-            run(lane)
+        _run_in_order(lanes, run, stop, started)
         return
     lock = threading.Lock()
     cursor = iter(range(len(lanes)))

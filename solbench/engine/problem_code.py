@@ -13,11 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solbench.data.cost import COST_SEED, Cost, cost_from_result
-from solbench.data.inputs import import_file, module_name
-from solbench.data.inputs import make_inputs as _assemble_inputs
-from solbench.data.problem import Problem, inside_folder
+from solbench.data import COST_SEED, Cost, Problem, cost_from_result, inside_folder
+from solbench.data import make_inputs as _assemble_inputs
 from solbench.errors import ProblemError, SolbenchError
+from solbench.worker import import_file, module_name
 
 
 def load_module(path: Path, name_hint: str = "ref") -> Any:
@@ -91,7 +90,7 @@ def workload_cost(problem: Problem, axes: dict[str, int], scalars: dict[str, Any
 def _meta_inputs(problem: Problem, axes: dict[str, int]) -> list[Any]:
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     args = []
     for name, spec in problem.inputs.items():

@@ -45,9 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data.cost import Cost, cost_from_result
-from solbench.data.dtypes import ITEMSIZE
-from solbench.data.problem import Problem
+from solbench.data import ITEMSIZE, Cost, Problem, cost_from_result
 from solbench.errors import ProblemError, SolbenchError
 from solbench.settings import PROBLEM_TIMEOUT_S, WORKER_START_TIMEOUT_S
 
@@ -86,7 +84,7 @@ class ProblemHost:
         return str(problem.folder.resolve()) in self.folders
 
     def _client(self, problem: Problem) -> Any:
-        from solbench.worker.client import WorkerClient, WorkerStartError
+        from solbench.worker import WorkerClient, WorkerStartError
 
         if self.client is not None and not self._covers(problem):
             self.close()  # started for other folders: a fresh host may read this one too
@@ -119,7 +117,7 @@ class ProblemHost:
     # requests
     def request(self, problem: Problem, what: str, header: dict[str, Any], reply_bytes: int = 0) -> dict[str, Any]:
         """One request about ``problem``; ``what`` names the code it runs (for the error line)."""
-        from solbench.worker.client import WorkerFailure, clean_log
+        from solbench.worker import WorkerFailure, clean_log
 
         label = problem.path or problem.name
         with self._lock:
@@ -228,7 +226,7 @@ class ProblemHost:
         lines = reply.get("lines")
         if not isinstance(lines, list):
             raise ProblemError([f"{problem.path or problem.name}: validate --deep: the problem host sent no lines"])
-        from solbench.worker.client import clean_log
+        from solbench.worker import clean_log
 
         return [clean_log(str(line)).replace("\n", " ")[:2000] for line in lines]
 
@@ -269,7 +267,7 @@ def _input(problem: Problem, name: str, value: Any, axes: dict[str, int], device
     """An input the host made, as declared: a plain tensor of its shape and dtype, or a scalar of its dtype."""
     import torch
 
-    from solbench.data.hookvalues import scalar_value
+    from solbench.data import scalar_value
 
     spec, shape = problem.inputs[name], problem.shape(name, axes)
     if shape is None:
@@ -285,7 +283,7 @@ def _input(problem: Problem, name: str, value: Any, axes: dict[str, int], device
 
 
 def _count(problem: Problem, what: str, value: Any) -> int:
-    from solbench.data.hookvalues import whole_number
+    from solbench.data import whole_number
 
     try:
         return whole_number(value)
@@ -350,7 +348,7 @@ def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,
              timeout_s: float | None = None) -> ProblemHost:
     """A host (not started yet) with the run settings' defaults for the user and the timeout."""
     from solbench.engine.options import default_problem_timeout, default_worker_user
-    from solbench.guards.account import resolve_account
+    from solbench.guards import resolve_account
 
     return ProblemHost(device=device, account=resolve_account(user or default_worker_user()), guards=guards,
                        timeout_s=timeout_s if timeout_s is not None else default_problem_timeout())
@@ -363,7 +361,7 @@ _FUNCTIONS: dict[tuple[str, str], Any] = {}
 
 
 def _problem(msg: Any) -> tuple[str, Problem]:
-    from solbench.data.problem import problem_from_dict
+    from solbench.data import problem_from_dict
 
     key = json.dumps(msg, sort_keys=True)
     if key not in _PROBLEMS:
@@ -446,7 +444,7 @@ def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]
 
 
 def _scalar(problem: Problem, name: str, value: Any, dtype: str) -> Any:
-    from solbench.data.hookvalues import scalar_value
+    from solbench.data import scalar_value
 
     try:
         return scalar_value(value, dtype)
@@ -507,7 +505,7 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
-    from solbench.worker.wire import encode_header, recv_message, send_encoded, send_message
+    from solbench.worker import encode_header, recv_message, send_encoded, send_message
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
     while True:
@@ -530,13 +528,16 @@ def _release_device_memory() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from solbench.worker.main import enter_sandbox, exit_now, parse_arguments
+    from solbench.worker import enter_sandbox, exit_now, parse_arguments
 
     args = parse_arguments(f"python -m {ENTRY}", argv)
     sock, sandbox = enter_sandbox(args)
-    code = serve(sock, sandbox)
-    sock.close()
-    exit_now(code)
+    code = 1  # the channel closed or broke: the parent is gone, or stopped this host
+    try:
+        code = serve(sock, sandbox)
+    finally:  # whatever ended the loop, what the problem's code started goes with this process
+        sock.close()
+        exit_now(code)
 
 
 if __name__ == "__main__":

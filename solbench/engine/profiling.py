@@ -32,19 +32,24 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solbench.data.ncu import NcuFormatError, parse_raw_csv
-from solbench.data.problem import Problem
-from solbench.data.profile import Profile, failed_profile, profile_from_kernels
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import RooflinePoint
+from solbench.data import (
+    NcuFormatError,
+    Problem,
+    Profile,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    failed_profile,
+    parse_raw_csv,
+    profile_from_kernels,
+)
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
 from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
 from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.client import WorkerFailure, WorkerStartError
+from solbench.worker import CandidateFile, WorkerFailure, WorkerStartError
 
 # What ncu collects: exactly the metrics the profile reads (solbench.data.profile), named outright, and
 # no section: a section brings every metric of its tables, each costing replay passes of every

@@ -32,11 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.results import append_records
-from solbench.data.roofline import RooflinePoint
+from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_records
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -60,12 +56,9 @@ from solbench.engine.problem_host import ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
-from solbench.guards import make_undumpable, review
-from solbench.guards.account import resolve_account
+from solbench.guards import make_undumpable, resolve_account, review
 from solbench.settings import WINDOW_STOP_WAIT_S
-from solbench.worker.candidate import CandidateFile
-from solbench.worker.cleanup import stop_on_signals, sweep_dead_workers
-from solbench.worker.jitcache import cache_key, source_digest
+from solbench.worker import CandidateFile, cache_key, source_digest, stop_on_signals, sweep_dead_workers
 
 
 @dataclass
@@ -98,7 +91,9 @@ class NullProgress:
 
 @dataclass
 class ReviewContext:
-    """What a guard reviewing an evaluation may look at (all trusted, parent-side)."""
+    """What a guard reviewing an evaluation may look at (all trusted, parent-side); a record hook gets it
+    too, with the workload's ``cases`` (its inputs and reference outputs: what a profiling hook calls
+    the candidate on)."""
 
     problem: Problem
     workload: Workload
@@ -107,6 +102,7 @@ class ReviewContext:
     spec: HardwareSpec
     candidate: CandidateFile
     device: str
+    cases: WorkloadCases | None = None
 
 
 RecordHook = Callable[[ResultRecord, "ReviewContext"], None]
@@ -208,6 +204,7 @@ class Runner:
         with self._lock:  # one host process per lane serves every problem of the run: no restart per folder
             self._folders.update(str(lane.problem.folder.resolve()) for lane in [*lanes, *upcoming])
         self.gate.pause = self._pause_others
+        self._aborted = False
         stop = self._stop = threading.Event()
         queue = [*lanes, *upcoming]
         try:
@@ -359,9 +356,12 @@ class Runner:
 
     def _pause_others(self, timed: int | None) -> Callable[[], None]:
         """Stop every worker of the run but the timed one (``timed``: its pid), each with all it
-        started (its process group); the function returned starts them again."""
+        started (its process group); the function returned starts them again. On CUDA a worker that
+        has not loaded its candidate yet (importing torch, started ahead) goes on: it runs no candidate
+        code and touches no device before its load."""
+        cpu = not self.options.device.startswith("cuda")
         with self._lock:
-            slots = [*self._active.values(), *self._prestarted.values()]
+            slots = [s for s in [*self._active.values(), *self._prestarted.values()] if cpu or s.state == "ready"]
         groups = [p.pid for s in slots for p in [s.client.proc if s.client is not None else None]
                   if p is not None and p.pid != timed and p.poll() is None]
         stopped = [g for g in groups if _signal_group(g, signal.SIGSTOP)]
@@ -420,7 +420,8 @@ class Runner:
             used.setdefault("transport_fallback", self.transport_note)
         ctx.harness.update(used)
         slot.startup = {}
-        context = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device)
+        context = ReviewContext(cases.problem, cases.workload, cases.axes, roof, self.spec, slot.candidate, opts.device,
+                                cases)
         evaluation = self._verdict(evaluation, context)
         record = build_record(
             problem=cases.problem, workload=cases.workload, axes=cases.axes, candidate=slot.candidate,

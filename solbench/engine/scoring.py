@@ -15,14 +15,25 @@ from datetime import datetime, timezone
 from typing import Any
 
 from solbench._version import __version__
-from solbench.data.cpu_estimate import CPU_ESTIMATE_ID
-from solbench.data.hardware import HardwareSpec, cpu_estimate_spec, detect_spec, load_spec, measured_refinement
-from solbench.data.noise import NOISY_FLAG, noisy_reason
-from solbench.data.problem import Problem, Workload
-from solbench.data.record import ResultRecord, Status
-from solbench.data.roofline import RooflinePoint, point, sol
+from solbench.data import (
+    CPU_ESTIMATE_ID,
+    NOISY_FLAG,
+    HardwareSpec,
+    Problem,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    Workload,
+    cpu_estimate_spec,
+    detect_spec,
+    load_spec,
+    measured_refinement,
+    noisy_reason,
+    point,
+    sol,
+)
 from solbench.engine.provenance import candidate_git
-from solbench.worker.candidate import CandidateFile, baseline_of
+from solbench.worker import CandidateFile, baseline_of
 
 # The physics floor, two rules (see physics_floor): no time below the measured ceilings' T_ideal
 # less this noise margin (burst ceilings read within a few percent run to run; a read-only stream

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from solbench.settings import TELEMETRY_JOIN_S
-from solbench.timing.clockprobe import clocks_event_reasons, init_nvml, nvml_handle
+from solbench.timing import clocks_event_reasons, init_nvml, nvml_handle
 
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*).
 REASON_BITS: dict[int, str] = {
@@ -101,7 +101,7 @@ class CpuLoad:
     """The machine's load while a CPU workload is timed (see the module docstring)."""
 
     def __init__(self, interval_s: float) -> None:
-        from solbench.data.cpu_estimate import cpu_count
+        from solbench.data import cpu_count
 
         self.interval_s = interval_s
         self.cpus = cpu_count()

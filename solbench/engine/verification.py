@@ -29,7 +29,7 @@ from typing import Any
 
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, make_case, reference_outputs
 from solbench.engine.correctness import MalformedReply
-from solbench.timing.verify import bit_view
+from solbench.timing import bit_view
 
 KEEP_EARLY, KEEP_LATE = 2, 2  # kept samples among the first min_samples, and later
 EDITS_EARLY, EDITS_LATE = 3, 2

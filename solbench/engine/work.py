@@ -10,11 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from solbench.data.cost import cost_summary
-from solbench.data.hardware import HardwareSpec
-from solbench.data.problem import Problem, Workload
-from solbench.data.roofline import RooflinePoint, point
-from solbench.data.roofline import workload_point as _formula_point
+from solbench.data import HardwareSpec, Problem, RooflinePoint, Workload, cost_summary, point
+from solbench.data import workload_point as _formula_point
 from solbench.engine.problem_host import ProblemHost, default_host
 
 

@@ -23,6 +23,7 @@ The engine's hooks, :func:`setup_worker`, :func:`worker_findings` and :func:`wor
 
 from __future__ import annotations
 
+from solbench.guards.account import drop_privileges, parse_account, prefer_for_oom, private_view, resolve_account
 from solbench.guards.concurrency import (
     ConcurrencySnapshot,
     check_concurrency,
@@ -35,6 +36,7 @@ from solbench.guards.fingerprints import (
     check_output_stability,
     compare_fingerprints,
     input_fingerprints,
+    same_bytes,
     synchronize_all,
 )
 from solbench.guards.hooks import review, setup_worker, worker_findings, worker_probe
@@ -42,7 +44,7 @@ from solbench.guards.integrity import IntegritySnapshot, check_timer_integrity, 
 from solbench.guards.memo import memoization_plan, memoization_probe
 from solbench.guards.objects import check_output_objects
 from solbench.guards.outside import Observer, device_findings, other_process_work
-from solbench.guards.sandbox import become_subreaper, landlock_abi, make_undumpable, restrict_writes
+from solbench.guards.sandbox import become_subreaper, landlock_abi, make_undumpable, python_paths, restrict_writes
 
 __all__ = [
     "INCORRECT", "REWARD_HACK", "ConcurrencySnapshot", "Finding", "IntegritySnapshot", "Observer", "become_subreaper",
@@ -50,5 +52,6 @@ __all__ = [
     "check_timer_integrity", "compare_fingerprints", "input_fingerprints", "landlock_abi", "make_undumpable",
     "memoization_plan", "memoization_probe", "persisting_l2_limit", "poison_free_memory", "reset_persisting_l2", "restrict_writes",
     "review", "setup_worker", "snapshot_concurrency", "synchronize_all", "timer_integrity_snapshot", "worker_findings",
-    "worker_probe", "worst",
+    "worker_probe", "worst", "drop_privileges", "parse_account", "prefer_for_oom", "private_view", "resolve_account",
+    "same_bytes", "python_paths",
 ]

@@ -9,7 +9,7 @@ import ctypes
 from typing import Any
 
 from solbench.guards.findings import REWARD_HACK, Finding
-from solbench.timing.cudart import libcudart
+from solbench.timing import libcudart
 
 POISON_BYTE = 0xFF  # all-ones: NaN in float16/bfloat16/float32/float64/float8, -1 in integers
 _CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize

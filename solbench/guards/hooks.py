@@ -221,7 +221,7 @@ def _allowed_alias(f: Finding, problem: Any) -> bool:
 
 def review(evaluation: Any, context: Any) -> Any:
     """The parent's hook: apply the worker's findings to the evaluation's status and reason."""
-    from solbench.data.record import Status
+    from solbench.data import Status
 
     findings = []
     for d in evaluation.findings or []:

@@ -35,6 +35,7 @@ class CpuTimes:
     reaped_s: float
     descendants: dict[int, float]
     worker_run_s: float = 0.0  # the worker's live threads' run time (schedstat, ns precision)
+    main_wait_s: float = 0.0  # how long the worker's main thread waited, runnable, for a core (schedstat)
 
     @property
     def others_s(self) -> float:
@@ -81,7 +82,17 @@ def cpu_times(pid: int) -> CpuTimes:
             continue
         found[p] = t[0] + t[1]  # its own time and what it reaped
         todo.extend(children.get(p, []))
-    return CpuTimes(mine[0], mine[1], found, _run_time_s(pid))
+    return CpuTimes(mine[0], mine[1], found, _run_time_s(pid), _main_wait_s(pid))
+
+
+def _main_wait_s(pid: int) -> float:
+    """The run-queue wait of the main thread of ``pid`` (``/proc/<pid>/schedstat``, second field, ns): time
+    it was runnable but another process had the core. A busy machine adds that to any wall time."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _run_time_s(pid: int) -> float:
@@ -160,7 +171,7 @@ class Observer:
         self.handle: Any = None
         if device.startswith("cuda"):
             try:
-                from solbench.timing.clockprobe import init_nvml, nvml_handle
+                from solbench.timing import init_nvml, nvml_handle
 
                 self.nvml = init_nvml()
                 index = int(device.split(":")[1]) if ":" in device else 0
@@ -182,6 +193,7 @@ class Observer:
             ticks = after.worker_s - before.worker_s
             run = ticks if ticks > run * 1.1 + 3 * _TICK_S else run
             seen: dict[str, Any] = {"wall_s": wall, "worker_cpu_s": run,
+                                    "worker_wait_s": max(after.main_wait_s - before.main_wait_s, 0.0),
                                     "other_cpu_s": after.others_s - before.others_s,
                                     "other_pids": sorted(p for p, t in after.descendants.items()
                                                          if t > before.descendants.get(p, 0.0))}

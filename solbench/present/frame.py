@@ -33,11 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from solbench.data.hardware import is_spec_id
-from solbench.data.library import library_tags
-from solbench.data.noise import NOISY_CI95_REL, NOISY_FLAG, NOISY_P90_RATIO, noisy_reason
-from solbench.data.record import Status
-from solbench.data.results import read_records
+from solbench.data import (
+    NOISY_CI95_REL,
+    NOISY_FLAG,
+    NOISY_P90_RATIO,
+    Status,
+    is_spec_id,
+    library_tags,
+    noisy_reason,
+    read_records,
+)
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.markup import one_line
 
@@ -246,7 +251,7 @@ def _base_spec_id(spec_id: str, spec_path_env: str | None) -> str:
 
     ``spec_path_env`` ($SOLBENCH_SPECS) is part of the cache key: it changes where specs are found.
     """
-    from solbench.data.hardware import load_spec_id
+    from solbench.data import load_spec_id
 
     try:
         spec = load_spec_id(spec_id)

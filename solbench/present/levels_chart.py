@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from solbench.data.hardware import HardwareSpec
+from solbench.data import HardwareSpec
 from solbench.errors import SolbenchError
 from solbench.present.chart_style import (
     FIXED_LAYOUT,

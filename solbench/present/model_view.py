@@ -21,12 +21,24 @@ from typing import Any
 
 import pandas as pd
 
-from solbench.data.hardware import HardwareSpec, load_spec, load_spec_id
-from solbench.data.library import problems_root
-from solbench.data.problem import Problem, find_problems, load_problem
-from solbench.data.rollup import Phase, RollupError, Scenario, in_phase, layer_problems, scenario, workload_at
-from solbench.data.roofline import point
-from solbench.engine.work import workload_work
+from solbench.data import (
+    HardwareSpec,
+    Phase,
+    Problem,
+    RollupError,
+    Scenario,
+    find_problems,
+    in_phase,
+    layer_problems,
+    load_problem,
+    load_spec,
+    load_spec_id,
+    point,
+    problems_root,
+    scenario,
+    workload_at,
+)
+from solbench.engine import workload_work
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.best_known import is_baseline
 from solbench.present.markup import one_line

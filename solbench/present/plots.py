@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from solbench.data.hardware import HardwareSpec
+from solbench.data import HardwareSpec
 from solbench.errors import SolbenchError
 from solbench.present.chart_style import output_format, palette_for, save
 from solbench.present.frame import Selection, select_records

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from solbench.data.record import Status
+from solbench.data import Status
 from solbench.present.best_known import with_best_known
 from solbench.present.frame import FAILURE_STATUSES, Selection, geomean, select_records
 from solbench.present.markup import one_line

@@ -20,7 +20,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from solbench.data.hardware import HardwareSpec, list_specs, load_spec_id, spec_dirs
+from solbench.data import HardwareSpec, list_specs, load_spec_id, spec_dirs
 from solbench.errors import SolbenchError, SpecError
 from solbench.present.chart_style import (
     FIXED_LAYOUT,

@@ -6,7 +6,7 @@ workload shows the status instead of a bar; the dashed line at 1.0 is the speed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib as mpl
 import numpy as np
@@ -99,6 +99,24 @@ def sol_figure(records: pd.DataFrame, *, title: str | None = None, notes: Sequen
     return fig
 
 
+def _marks(prob: str, cand: str, slots: Iterable[tuple[float, str, str | None]],
+           sol_of: dict[tuple[str, str], float], noisy: set[tuple[str, str]],
+           failures: dict[tuple[str, str, str], str]) -> tuple[list, list, list]:
+    """A candidate's marks over its (x, workload, hatch) slots: bars (x, SOL, hatch), noisy rings (x, SOL) and
+    failures (x, status)."""
+    bars: list[tuple[float, float, str | None]] = []
+    rings: list[tuple[float, float]] = []
+    failed: list[tuple[float, str]] = []
+    for x, w, hatch in slots:
+        if (sol := sol_of.get((w, cand))) is not None:
+            bars.append((x, sol, hatch))
+            if (w, cand) in noisy:
+                rings.append((x, sol))
+        elif (status := failures.get((prob, w, cand))) is not None:
+            failed.append((x, status))
+    return bars, rings, failed
+
+
 def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame,
            failures: dict[tuple[str, str, str], str], styles: dict, hacked: set[str],
            ylim: tuple[float, float]) -> None:
@@ -118,16 +136,7 @@ def _panel(ax, prob: str, wl: pd.DataFrame, cands: list[str], best: pd.DataFrame
     hatches = [MEMORY_HATCH if b == "memory" else None for b in wl["bound"]]
     for j, cand in enumerate(cands):
         xs = np.arange(len(wl)) - 0.42 + width * (j + 0.5)
-        bars: list[tuple[float, float, str | None]] = []
-        failed: list[tuple[float, str]] = []
-        rings: list[tuple[float, float]] = []
-        for x, w, hatch in zip(xs, wl.index, hatches, strict=True):
-            if (sol := sol_of.get((w, cand))) is not None:
-                bars.append((x, sol, hatch))
-                if (w, cand) in noisy:
-                    rings.append((x, sol))
-            elif (status := failures.get((prob, w, cand))) is not None:
-                failed.append((x, status))
+        bars, rings, failed = _marks(prob, cand, zip(xs, wl.index, hatches, strict=True), sol_of, noisy, failures)
         if bars:  # one call per candidate: a bar() call per bar costs more than drawing it
             bx, bs, bh = zip(*bars, strict=True)
             ax.bar(bx, bs, width * 0.92, color=styles[cand].color, hatch=list(bh), edgecolor="white",

@@ -3,4 +3,25 @@ front of the same engine as `solbench run`; and the client that `solbench submit
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+from typing import Any
+
+# What the other layers use, by the module that defines it; a module is loaded on first use, so importing
+# the package loads none of them.
+_HOME = {
+    "Limits": "app",
+    "Client": "client",
+    "DEFAULT_DB": "server",
+    "ServeConfig": "server",
+    "open_store": "server",
+    "queue_baselines": "server",
+    "serve": "server",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:  # PEP 562
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_HOME[name]}")
+    return module if _HOME[name] == name else getattr(module, name)

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from solbench._version import __version__
 from solbench.errors import SolbenchError
-from solbench.present.markup import one_line
+from solbench.present import one_line
 from solbench.serve import pages
 from solbench.serve.store import FINAL_STATES, QuotaError, Store, Token
 from solbench.settings import SSE_POLL_S
@@ -207,7 +207,7 @@ def _load_uploaded(files: dict[str, str]) -> Any:
     """The uploaded problem, read from its YAML (the other files are written beside it, never imported)."""
     import tempfile
 
-    from solbench.data.problem import load_problem
+    from solbench.data import load_problem
 
     with tempfile.TemporaryDirectory(prefix="solbench-upload-") as tmp:
         for name, text in files.items():  # plain names, checked by the caller
@@ -251,8 +251,7 @@ def _sse(event: str, data: Any, ident: int | None = None) -> str:
 
 def library_by_name(problems_dir: str | None) -> dict[str, Any]:
     """Every problem of the library that loads, by name (read once: the library is files, not users')."""
-    from solbench.data.library import problems_root
-    from solbench.data.problem import find_problems, load_problem
+    from solbench.data import find_problems, load_problem, problems_root
 
     root = problems_root(problems_dir)
     out = {}

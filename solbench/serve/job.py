@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench import api
-from solbench.data.record import ResultRecord
+from solbench.data import ResultRecord
 from solbench.errors import SolbenchError
 
 PR_SET_PDEATHSIG = 1

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from solbench.present.markup import one_line
+from solbench.present import one_line
 from solbench.serve.store import LIBRARY
 from solbench.units import si, sol_text
 
@@ -23,7 +23,7 @@ def _environment() -> Any:
     """The report's jinja environment (filters, autoescape), looking in this folder first."""
     import jinja2
 
-    from solbench.present.markup import environment
+    from solbench.present import environment
 
     base = environment()
     return base.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(SERVE_TEMPLATES)), base.loader]))
@@ -49,7 +49,7 @@ def _labelled(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _frame(records: list[dict[str, Any]]) -> Any:
-    from solbench.present.frame import records_frame
+    from solbench.present import records_frame
 
     return records_frame(labelled(records))
 
@@ -67,12 +67,11 @@ def best_per_workload(lb: Any) -> list[dict[str, Any]]:
 
 def leaderboard_data(records: list[dict[str, Any]], problem: str, gpu: str | None) -> tuple[Any, dict[str, Any]]:
     """The ranking (present's Leaderboard) of one problem's records, on ``gpu`` if given, and its JSON."""
-    from solbench.present.frame import Selection
-    from solbench.present.ranking import leaderboard
+    from solbench.present import Selection, ranking
 
     if not records:
         return None, {"problem": problem, "gpu": gpu, "rows": [], "best_per_workload": [], "roof": None}
-    lb = leaderboard(_frame(records), Selection(problem=problem, gpu=gpu or ()))
+    lb = ranking.leaderboard(_frame(records), Selection(problem=problem, gpu=gpu or ()))
     data = lb.to_dict()
     return lb, {"problem": problem, "gpu": gpu, "roof": data["roof"], "rows": data["problems"],
                 "best_per_workload": best_per_workload(lb), "notes": data["left_out"] + data["warnings"]}
@@ -80,9 +79,7 @@ def leaderboard_data(records: list[dict[str, Any]], problem: str, gpu: str | Non
 
 def _roofline(lb: Any, gpu: str, number: int) -> tuple[str, str] | None:
     """The roofline chart of one GPU's records, inline SVG, or None when nothing passed with FLOPs."""
-    from solbench.present.chart_style import palette_for, to_bytes
-    from solbench.present.roofline_chart import roofline_figure
-    from solbench.present.svg_marks import inline_svg
+    from solbench.present import inline_svg, palette_for, roofline_figure, to_bytes
 
     recs = lb.records[lb.records["gpu"] == gpu]
     ok = (recs["status"] == "PASSED") & (recs["flops"] > 0) & (recs["achieved_flops_per_s"] > 0)
@@ -94,7 +91,7 @@ def _roofline(lb: Any, gpu: str, number: int) -> tuple[str, str] | None:
 
 
 def leaderboard_page(records: list[dict[str, Any]], problem: str, gpu: str | None) -> str:
-    from solbench.present.leaderboard import display_tables
+    from solbench.present import display_tables
 
     lb, data = leaderboard_data(records, problem, gpu)
     gpus = []

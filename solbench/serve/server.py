@@ -58,7 +58,7 @@ def queue_baselines(db: str, names: list[str], problems_dir: str | None, workloa
                     small: bool) -> list[tuple[str, str, int]]:
     """Queue each shipped library baseline (``solutions/`` files that declare ``BASELINE``) of the named
     library problems, owned by the reserved ``library`` token: (problem, candidate, submission id)."""
-    from solbench.worker.candidate import baseline_library
+    from solbench.worker import baseline_library
 
     store = open_store(db)
     library = library_by_name(problems_dir)

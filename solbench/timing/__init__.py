@@ -41,10 +41,21 @@ from typing import Any
 # Imported eagerly, so the CUDA timer functions are bound when this package is imported, before any
 # candidate code (torch.cuda is importable without a device).
 from solbench.timing import cudabind
+from solbench.timing.clockprobe import (
+    clocks_event_reasons,
+    cooldown,
+    init_nvml,
+    nvml_handle,
+    nvml_max_sm_mhz,
+    nvml_state,
+    nvml_uuid,
+)
 from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result, restate
 from solbench.timing.cpu import time_cpu
 from solbench.timing.cuda import time_cuda
-from solbench.timing.verify import Edit, Verify
+from solbench.timing.cudart import libcudart
+from solbench.timing.cupti import DeviceTrace
+from solbench.timing.verify import Edit, Verify, bit_view
 
 Plan = Generator[Sequence[Any], Any, Any]  # yields a call's arguments, is sent its output
 
@@ -95,4 +106,5 @@ def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
 
 
 __all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "drive", "Verify", "Edit",
-           "clone_output", "make_result", "restate", "cudabind"]
+           "clone_output", "make_result", "restate", "cudabind", "bit_view", "DeviceTrace", "libcudart", "cooldown",
+           "clocks_event_reasons", "init_nvml", "nvml_handle", "nvml_max_sm_mhz", "nvml_state", "nvml_uuid"]

@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from solbench.timing.config import TimingError, clone_output
-from solbench.timing.verify import bit_view
+from solbench.timing import TimingError, bit_view, clone_output
 
 # Bound at import, before any candidate code.
 _index_put_ = torch.Tensor.index_put_
@@ -84,7 +83,7 @@ def output_buffers(calls: int, expect: Sequence[dict[str, Any]], device: str) ->
     """Room for every call's outputs as the parent expects them, one tensor ``[calls, *shape]`` per
     output, allocated and touched now (before the burst, in a request of its own), so keeping an output
     costs a copy, not an allocation, and the reply carries one tensor per output, not one per call."""
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     bufs = []
     for e in expect:

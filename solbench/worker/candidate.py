@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -23,7 +24,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from solbench.data.inputs import import_file, module_name
 from solbench.errors import SolbenchError
 
 CANDIDATE_SUFFIXES = (".py", ".cu")  # Python candidates, and CUDA C++ ones (worker/cuda_source.py)
@@ -57,6 +57,25 @@ class CandidateFile:
             return self.path.relative_to(Path.cwd().resolve()).as_posix()
         except ValueError:
             return self.path.as_posix()
+
+
+
+def module_name(prefix: str, path: Path) -> str:
+    """A module name unique to a file: ``prefix`` + a digest of its path."""
+    return f"{prefix}{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+
+
+def import_file(path: Path, mod_name: str) -> Any:
+    """Import a Python file as module ``mod_name`` (registered in sys.modules); ImportError if it is
+    not a Python module. What the file itself raises propagates. The one loader of the layers that
+    run code: the candidate worker, the problem host, the KernelBench import."""
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path.name} cannot be imported as a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def describe_candidates(paths: Iterable[str | Path]) -> list[CandidateFile]:

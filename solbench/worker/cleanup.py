@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from solbench.guards.concurrency import descendant_processes
+from solbench.guards import descendant_processes
 
 PREFIX = "solbench-worker-"
 OWNER_FILE = "owner.pid"

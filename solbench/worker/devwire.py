@@ -23,7 +23,7 @@ import os
 import socket
 from typing import Any
 
-from solbench.data.dtypes import ITEMSIZE
+from solbench.data import ITEMSIZE
 from solbench.worker import vmm
 from solbench.worker.wire import (
     _LEN,
@@ -142,7 +142,7 @@ class ParentPool:
         """A device-route reply's tensors, copied out of the reply area into fresh parent tensors."""
         import torch
 
-        from solbench.data.dtypes import torch_dtype
+        from solbench.data import torch_dtype
 
         if fd is not None:
             raise ProtocolError("a device-route reply may not carry a file descriptor")
@@ -224,7 +224,7 @@ class WorkerPool:
         mapping failure, empty host tensors and :attr:`error` set (the request then fails)."""
         import torch
 
-        from solbench.data.dtypes import torch_dtype
+        from solbench.data import torch_dtype
 
         self.active = True
         try:

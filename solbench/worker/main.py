@@ -82,8 +82,7 @@ from typing import Any
 
 # Bound at import, before any candidate code: a candidate that replaces the module's function
 # does not replace the comparison this worker makes (nor the hook it calls).
-from solbench.guards import setup_worker, worker_findings, worker_probe
-from solbench.guards.fingerprints import same_bytes
+from solbench.guards import same_bytes, setup_worker, worker_findings, worker_probe
 from solbench.timing import drive
 from solbench.worker.burst import burst_plan, output_buffers, stage_edits
 
@@ -156,8 +155,14 @@ def _become_worker(user: str | None, reads: list[str]) -> dict[str, Any]:
     """First of all, guards or not: first in line for the OOM killer, the subreaper of what it
     starts, and (``user``, given when the parent is root) the unprivileged user in a private view
     (:mod:`solbench.guards.account`). A failure ends the worker with one line."""
-    from solbench.guards.account import drop_privileges, parse_account, prefer_for_oom, private_view
-    from solbench.guards.sandbox import become_subreaper, python_paths
+    from solbench.guards import (
+        become_subreaper,
+        drop_privileges,
+        parse_account,
+        prefer_for_oom,
+        private_view,
+        python_paths,
+    )
 
     info: dict[str, Any] = {"oom_score_adj": prefer_for_oom(), "subreaper": become_subreaper()}
     if user:
@@ -209,7 +214,7 @@ class Worker:
         """Each input viewed in its layout; a view of a device-route tensor is of a copy (the pool is the parent's)."""
         import torch
 
-        from solbench.data.domain import apply_layout
+        from solbench.data import apply_layout
 
         return [apply_layout(torch.Tensor.clone(v) if self._shared(v) is not None else v, lay) if lay else v
                 for v, lay in zip(values, layouts, strict=True)]

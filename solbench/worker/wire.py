@@ -33,7 +33,7 @@ import struct
 import time
 from typing import Any
 
-from solbench.data.dtypes import ITEMSIZE
+from solbench.data import ITEMSIZE
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER_BYTES = 16 << 20
@@ -156,7 +156,7 @@ def _shm_read(fd: int, descs: list[tuple[str, tuple[int, ...], int]]) -> list[An
     """Copy each described tensor out of the sender's file into a fresh CPU tensor."""
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     info = os.fstat(fd)
     offsets, total = _shm_offsets([n for _, _, n in descs])
@@ -290,6 +290,21 @@ def _check_descriptor(d: Any) -> tuple[str, tuple[int, ...], int]:
     return d["dtype"], tuple(shape), math.prod(shape) * ITEMSIZE[d["dtype"]]
 
 
+def _recv_header(sock: socket.socket, deadline: float | None, fds: list[int]) -> dict[str, Any]:
+    """A message's JSON header, after its length; file descriptors that come with it are added to ``fds``."""
+    (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline, fds))
+    if n > MAX_HEADER_BYTES:
+        raise ProtocolError(f"header of {n} bytes exceeds the limit of {MAX_HEADER_BYTES}")
+    raw = _recv_exact(sock, n, deadline)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ProtocolError(f"header is not JSON ({err})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("tensors", []), list):
+        raise ProtocolError("header is not a JSON object with a tensor list")
+    return header
+
+
 def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_bytes: int = 1 << 40,
                  device: Any = None) -> dict[str, Any]:
     """Receive one message; tensors come back as CPU torch tensors. Raises a WireError subclass.
@@ -298,20 +313,11 @@ def recv_message(sock: socket.socket, deadline: float | None = None, max_tensor_
     ``"wire": "cuda"``; without one such a message is a protocol error."""
     import torch
 
-    from solbench.data.dtypes import torch_dtype
+    from solbench.data import torch_dtype
 
     fds: list[int] = []
     try:
-        (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline, fds))
-        if n > MAX_HEADER_BYTES:
-            raise ProtocolError(f"header of {n} bytes exceeds the limit of {MAX_HEADER_BYTES}")
-        raw = _recv_exact(sock, n, deadline)
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ProtocolError(f"header is not JSON ({err})") from None
-        if not isinstance(header, dict) or not isinstance(header.get("tensors", []), list):
-            raise ProtocolError("header is not a JSON object with a tensor list")
+        header = _recv_header(sock, deadline, fds)
         descs = [_check_descriptor(d) for d in header.pop("tensors", [])]
         total = sum(nbytes for _, _, nbytes in descs)
         if total > max_tensor_bytes:

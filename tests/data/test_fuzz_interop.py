@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from solbench.data.interop.flashinfer_trace import import_definition  # noqa: E402
-from solbench.data.interop.kernelbench import import_module  # noqa: E402
 from solbench.data.problem import load_problem  # noqa: E402
+from solbench.engine.kernelbench import import_module  # noqa: E402
 from solbench.errors import SolbenchError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

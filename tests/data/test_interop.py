@@ -12,12 +12,12 @@ import pytest
 import solbench
 from solbench.data.hardware import load_spec
 from solbench.data.interop.flashinfer_trace import ImportRefused, import_definition
-from solbench.data.interop.kernelbench import import_module
 from solbench.data.interop.solutions import import_solution
 from solbench.data.interop.traces import export_traces
 from solbench.data.problem import load_problem
 from solbench.data.record import Status
 from solbench.data.roofline import problem_points
+from solbench.engine.kernelbench import import_module
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "interop"
 FI = FIX / "flashinfer_trace"
@@ -166,9 +166,9 @@ def test_kernelbench_import_names_tags_starter_and_never_overwrites(tmp_path):
     unless forced."""
     import torch
 
-    from solbench.data.inputs import import_file, module_name
     from solbench.data.interop.flashinfer_trace import ImportRefused
     from solbench.engine.problem_code import load_reference
+    from solbench.worker.candidate import import_file, module_name
 
     source = (KB / "level2" / "12_Gemm_Multiply_LeakyReLU.py").read_text().replace("1024", "4").replace("8192", "16")
     (tmp_path / "kb_module.py").write_text(source)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from solbench.data.interop.flashinfer_trace import ImportRefused, import_definition
-from solbench.data.interop.kernelbench import import_module
 from solbench.data.problem import load_problem
+from solbench.engine.kernelbench import import_module
 from solbench.engine.problem_code import load_reference
 from solbench.errors import SolbenchError
 

@@ -126,9 +126,12 @@ def test_the_judgement_of_a_claim():
     assert burst.judge(1e-3, 0.2, 1e-4, 50, "cuda", cpu_s=0.05)["per_call_s"] > 3e-3  # not on a GPU
     short = burst.judge(1e-6, 0.001, 1e-4, 8, "cpu")  # too short to conclude anything
     assert short["ok"] and not short["conclusive"]
-    # The harness's own work per call is not the candidate's: taken off, with a margin.
-    harness = burst.judge(1e-3, 0.06, 0.0, 50, "cpu", overhead_s=1e-4)
-    assert harness["per_call_s"] == pytest.approx(0.06 / 50 - burst.OVERHEAD_FACTOR * 1e-4)
+    # The harness's own work per call is not the candidate's: taken off.
+    harness = burst.judge(1e-3, 0.06, 0.0, 50, "cpu", overhead_s=2e-4)
+    assert harness["per_call_s"] == pytest.approx(0.06 / 50 - 2e-4) and harness["conclusive"]
+    # Where it is most of the time, what is left is too small to conclude anything.
+    swamped = burst.judge(1e-5, 0.06, 0.0, 50, "cpu", overhead_s=1e-3)
+    assert swamped["ok"] and not swamped["conclusive"] and swamped["overhead_share"] > burst.MAX_OVERHEAD_SHARE
 
 
 def test_the_harness_overhead_is_measured_in_the_parent():
@@ -210,7 +213,10 @@ def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_e
     assert result["ok"] and result["judged_by"] == "device" and result["ratio_device"] == pytest.approx(1.0)
     launch_bound = {"ok": False}  # 50 us of the 100 us per call are the harness's own kernels
     burst.judge_device(launch_bound, 5e-5, seen, 1000, harness_s=5e-5)
-    assert launch_bound["ok"] and launch_bound["ratio_device"] == pytest.approx(1.0)
+    assert launch_bound["ok"] and launch_bound["ratio_device"] == pytest.approx(1.0) and launch_bound["conclusive"]
+    swamped = {"ok": False}  # 90 us of 100 us are the harness's: nothing concluded
+    burst.judge_device(swamped, 1e-6, seen, 1000, harness_s=9e-5)
+    assert swamped["ok"] and not swamped["conclusive"]
     forged = {"ok": False}
     burst.judge_device(forged, 1e-5, seen, 1000)
     assert not forged["ok"] and forged["ratio_device"] == pytest.approx(0.1)
@@ -227,3 +233,14 @@ def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_e
     # A launch-bound tiny call: 1 s of 15 us calls, within the device's cap and an eighth of free memory.
     assert burst._next_calls({"wall_s": 0.3}, 20_000, 1024, "cuda", time.monotonic() + 60) == round(1 / 15e-6)
     assert burst._next_calls({"wall_s": 0.3}, 20_000, 1 << 20, "cuda", time.monotonic() + 60, 80 << 30) == 10 << 10
+
+
+def test_a_busy_machine_s_run_queue_wait_is_not_counted_against_an_honest_claim():
+    # 1000 calls of an honest 10 us claim; the burst took 50 ms because the main thread waited 40 ms for a core
+    loaded = burst.judge(10e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.05, wait_s=0.04)
+    assert loaded["ok"] and loaded["ratio"] == pytest.approx(1.0)
+    assert not burst.judge(10e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.05)["ok"]  # without the wait: 0.2, rejected
+    # a forger claiming a tenth of what it does, on a quiet machine, is still caught
+    assert not burst.judge(1e-6, 0.01, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ok"]
+    # the wait is taken off the wall time only: it never lowers the CPU time's bound below it
+    assert burst.judge(1e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ratio"] == pytest.approx(0.1)

@@ -255,9 +255,10 @@ def test_the_schema_documents_the_domain():
 # --- the rounds --------------------------------------------------------------------------------
 
 def test_rounds_follow_the_domain_and_leave_index_inputs_alone(tmp_path):
-    path = _write(tmp_path, _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
-                                             "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]}),
-                  "return x * 2 + i[:, None] * 1e-3")
+    data = _tiny_problem(x={"max_abs": 100, "max_offset": -50, "source": "t", "tiny": 1e-10,
+                            "layouts": ["permuted", "strided", "broadcast"], "specials": ["nan"]})
+    data["tags"] = ["norm"]  # a norm's offset rounds run on three typical cases
+    path = _write(tmp_path, data, "return x * 2 + i[:, None] * 1e-3")
     problem = load_problem(path)
     rounds = {r.name: r for r in edge_rounds(problem)}
     assert list(rounds) == ["large 100", "offset -50", "offset 50", "tiny 1e-10", "zeros", "specials nan",
@@ -366,3 +367,20 @@ def test_the_record_types_its_edge_report():
     with pytest.raises(ValueError):
         _record({"edge": {"run": [{"shape": "small"}]}})  # a round without a name
     assert _record({"rounds": []}).correctness == {"rounds": []}  # records of older runs load as they are
+
+
+@pytest.mark.slow
+def test_a_candidate_that_plans_in_setup_sees_setup_again_at_the_edge_shape(tmp_path):
+    """setup(...) may plan for the workload's shapes (docs/engine.md): before the edge rounds at another
+    shape it runs again, on a setup case of that shape, so a planning candidate is judged, not tripped."""
+    cand = tmp_path / "planned.py"
+    cand.write_text("PLAN = {}\n\ndef setup(x, y):\n    PLAN['shape'] = tuple(x.shape)\n\n"
+                    "def run(x, y):\n    if tuple(x.shape) != PLAN.get('shape'):\n"
+                    "        raise RuntimeError('not planned for this shape')\n    return x * 2 + y\n")
+    fixture = ROOT / "tests" / "fixtures" / "tiny" / "scaled_add"
+    result = api.run_problems([fixture], [cand], device="cpu", workloads=["n32"], budget_s=0.05, seed=3,
+                              output=tmp_path / "r.jsonl", guards=False)
+    (record,) = result.records
+    assert record.status == Status.PASSED.value, record.reason
+    assert {e["shape"] for e in record.correctness["edge"]["run"]} == {"small"}
+    assert record.correctness["edge"]["run"][0]["axes"]["N"] == 4  # the smallest workload's shape, not n32's

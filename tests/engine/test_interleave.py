@@ -14,10 +14,10 @@ import pytest
 import record_factory as rf
 from rich.console import Console
 
-from solbench import api
 from solbench.cli._common import fmt_time
 from solbench.data.record import ResultRecord
 from solbench.data.results import read_records
+from solbench.engine import interleave
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
 ROOT = HERE.parent
@@ -51,7 +51,7 @@ def interleaved(tmp_path_factory):
         return {"waited_s": FAKE_WAIT_S, "recovered": True}
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(api, "_cooldown", fake_cooldown)
+        mp.setattr(interleave, "cooldown_between", fake_cooldown)
         code, text = _main(mp, "run", str(TINY / "scaled_add"), "--workload", "n4", "--workload", "n32",
                            "--device", "cpu", "-o", str(out), "--budget", "0.05", "-q", "--interleave", "2",
                            "--cooldown", "3", "-s", str(HONEST), "-s", str(twin))

@@ -60,7 +60,7 @@ def test_a_timing_window_excludes_every_other_request_unless_the_gate_is_off(ena
 
 
 def test_short_requests_go_on_while_a_timing_waits_for_a_long_one(monkeypatch):
-    monkeypatch.setattr(gate_module, "LONG_JOIN_S", 0.1)
+    monkeypatch.setattr(gate_module, "GATE_LONG_JOIN_S", 0.1)
     gate = DeviceGate()
     threads = [_hold(gate, "compile", False, 0.4, long=True)]
     time.sleep(0.02)
@@ -266,6 +266,7 @@ def test_run_item_is_public_and_hooks_see_every_record_before_it_is_written(tmp_
 
     def hook(record, context):
         seen.append((record.workload, context.workload.name, context.candidate.name))
+        assert context.cases is not None and len(context.cases.rounds) == options.rounds  # what a profiler calls
         record.timing["tagged_by_hook"] = True
 
     out = tmp_path / "r.jsonl"
@@ -304,3 +305,4 @@ def test_a_record_that_ran_out_of_memory_beside_others_runs_again_alone(tmp_path
     harness = record.model_extra["harness"]
     assert harness["memory_retry_s"] > 0
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
+

@@ -153,12 +153,13 @@ def test_one_line_reason_folds_and_cuts():
 
 def test_only_keeps_the_candidates_whose_name_matches():
     from solbench import api
+    from solbench.engine.planning import only_candidates
     from solbench.errors import SolbenchError
 
     plan = api.plan_run([TESTS / "fixtures" / "tiny" / "ragged_sum"])
-    assert [c.name for c in api._only_candidates(plan, ["torch_*"])[0].candidates] == ["torch_eager"]
+    assert [c.name for c in only_candidates(plan, ["torch_*"])[0].candidates] == ["torch_eager"]
     with pytest.raises(SolbenchError, match=r"--only triton_\*: no candidate"):
-        api._only_candidates(api.plan_run([TESTS / "fixtures" / "tiny" / "ragged_sum"]), ["triton_*"])
+        only_candidates(api.plan_run([TESTS / "fixtures" / "tiny" / "ragged_sum"]), ["triton_*"])
 
 
 def test_the_h200_specs_cache_bandwidths_are_ncus_peaks():

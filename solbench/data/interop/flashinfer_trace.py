@@ -143,7 +143,7 @@ def _dtype(name: str, where: str) -> str:
     return dtype
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_\-]+", "_", text).strip("_") or "x"
 
 
@@ -238,7 +238,7 @@ def _tolerance(workloads: list[dict[str, Any]]) -> tuple[dict[str, float], str]:
 
 
 def _workload_name(i: int, axes: dict[str, int]) -> str:
-    text = "_".join(f"{_slug(k)}{v}" for k, v in axes.items()) or "w"
+    text = "_".join(f"{slug(k)}{v}" for k, v in axes.items()) or "w"
     return f"w{i:02d}_{text}"[:64]
 
 
@@ -316,7 +316,7 @@ def _stored_inputs(workloads: list[dict[str, Any]], var_axes: list[str], data: P
                 raise ImportRefused(f"workload {w.get('uuid', '?')}: input {name} reads {rel or '(no path)'}, "
                                     f"not found ({where}); download the dataset's blobs and pass --data ROOT")
             found = inside(data, rel, f"workload {w.get('uuid', '?')}: input {name} path")
-            flat = _slug(rel.replace("/", "__"))
+            flat = slug(rel.replace("/", "__"))
             dest.mkdir(parents=True, exist_ok=True)
             _copy_no_follow(found, dest / flat)
             key = tuple(int(w["axes"][a]) for a in var_axes)
@@ -343,11 +343,11 @@ def problem_data(defn: dict[str, Any], workloads: list[dict[str, Any]]) -> tuple
     inputs, outputs = _tensors(defn, "inputs", workloads), _tensors(defn, "outputs", workloads)
     flops, nbytes, cost_note = costs_for(defn)
     tolerance, tol_note = _tolerance(workloads)
-    tags = [t for t in (_slug(str(t).replace(":", "-"))[:64] for t in defn.get("tags", [])) if t[0].isalnum()]
+    tags = [t for t in (slug(str(t).replace(":", "-"))[:64] for t in defn.get("tags", [])) if t[0].isalnum()]
     models = [str(t).split(":", 1)[1] for t in defn.get("tags", []) if str(t).startswith("model:")]
     var_axes = [a for a, spec in defn.get("axes", {}).items() if spec.get("type") == "var"]
     data: dict[str, Any] = {
-        "name": f"flashinfer.{_slug(name)}",
+        "name": f"flashinfer.{slug(name)}",
         "description": str(defn.get("description") or f"FlashInfer-Trace definition {name}").splitlines()[0][:300],
         "source": {"model": models[0] if models else "unknown",
                    "note": f"imported from FlashInfer-Trace definition {name} (op_type {defn.get('op_type', '?')})"},
@@ -414,7 +414,7 @@ def _write_problem(definition: Path, defn: dict[str, Any], workloads: list[dict[
     if stored and entry:
         raise ImportRefused(f"{definition.name}: both stored (safetensors) and custom inputs; solbench takes one")
     if entry:
-        source += _CUSTOM_WRAPPER.format(entry=_slug(str(entry)))
+        source += _CUSTOM_WRAPPER.format(entry=slug(str(entry)))
     elif stored:
         source += _SAFETENSORS_WRAPPER.format(table=stored, var_axes=var_axes)
     if entry or stored:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from solbench.data.interop.flashinfer_trace import ImportRefused, _slug, read_json
+from solbench.data.interop.flashinfer_trace import ImportRefused, read_json, slug
 
 _PYTHON = {"python", "pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend"}
 _WRAPPER = '''"""solbench wrapper of a Solution (SOLUTION, entry point ENTRY_POINT)."""
@@ -60,7 +60,7 @@ def _sources(sol: dict[str, Any]) -> list[tuple[str, str]]:
 def import_solution(path: Path, dest: Path, definition: dict[str, Any] | None = None) -> Path:
     """Write the candidate under ``dest``; return the file ``solbench run --solution`` takes."""
     sol = read_json(path, "solution")
-    spec, name = sol.get("spec") or {}, _slug(str(sol.get("name") or path.stem))
+    spec, name = sol.get("spec") or {}, slug(str(sol.get("name") or path.stem))
     langs = {str(x) for x in spec.get("languages") or [spec.get("language", "python")]}
     sources = _sources(sol)
     file, _, func = str(spec.get("entry_point", "")).partition("::")

@@ -6,8 +6,8 @@ passed as inputs (after ``forward``'s own), so a candidate receives the weights 
 input. Shapes and dtypes come from ``get_inputs()`` and the model, built on the ``meta`` device
 (nothing is allocated, whatever the sizes). FLOPs are counted with FlopCounterMode on the meta
 tensors; when it counts none (elementwise-only modules) the problem says ``flops: 0`` and a note
-asks for a formula. Importing runs the module's code: import only files you trust as much as a
-reference.
+asks for a formula. Importing runs the module's code in this process (here, one layer above the data
+layer, which runs none): import only files you trust as much as a reference.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from solbench.data.inputs import import_file, module_name
-from solbench.data.interop.flashinfer_trace import ImportRefused, _slug
+from solbench.data import ImportRefused, slug
+from solbench.worker import import_file, module_name
 
 _REFERENCE = '''"""{title} of a KernelBench module (KERNELBENCH_FILE): Model(*get_init_inputs()) through functional_call.{more}"""
 
@@ -129,10 +129,10 @@ def import_module(path: Path, out_dir: Path, force: bool = False) -> tuple[Path,
     stem = re.sub(r"^\d+_", "", path.stem)
     level = path.parent.name if path.parent.name.startswith("level") else None  # KernelBench's level1/ ...
     data = {
-        "name": f"kernelbench.{_slug(level) + '_' if level else ''}{_slug(stem)}"[:128],
+        "name": f"kernelbench.{slug(level) + '_' if level else ''}{slug(stem)}"[:128],
         "description": f"KernelBench {level + ' ' if level else ''}{path.stem}, imported from its module",
         "source": {"model": "KernelBench", "module": path.name, "note": "one fixed shape per problem (KernelBench)"},
-        "tags": ["kernelbench", _slug(level)] if level else ["kernelbench"],
+        "tags": ["kernelbench", slug(level)] if level else ["kernelbench"],
         "axes": {}, "inputs": specs,
         "outputs": {f"out{i}": _spec(t) for i, t in enumerate(outs)},
         "reference": "reference.py:run", "flops": flops, "bytes": "auto", "compute_dtype": dtype,
