@@ -183,8 +183,7 @@ def noisy_note(records: list[ResultRecord]) -> list[str]:
     if not noisy:
         return []
     busy = sum("machine_busy" in r.flags for r in noisy)
-    why = (f"the machine was busy during {busy} of them (other processes on its CPUs)" if busy else
-           "their spread is wide")
+    why = f"other processes kept its CPUs busy during {busy} of them" if busy else "their spread is wide"
     return [f"{len(noisy)} of {len(records)} timings are noisy ({why}): marked in the table; rerun on an idle "
             "machine before ranking on them"]
 

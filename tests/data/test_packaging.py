@@ -89,7 +89,7 @@ def _run_all(site: Path, cwd: Path, commands: dict[str, list[str]]) -> dict[str,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for key, args in commands.items()}
     outs = {}
     for key, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=180)
+        stdout, stderr = proc.communicate(timeout=600)  # the demo measures the CPU and runs four problems
         assert proc.returncode == 0, f"{commands[key]}: {stdout}{stderr}"
         outs[key] = stdout
     return outs
@@ -125,13 +125,18 @@ print(json.dumps({
 
 def test_the_unpacked_wheel_works_from_an_unrelated_folder(wheel, tmp_path):
     site, _ = wheel
-    outs = _run_all(site, tmp_path, {"checks": ["-c", CHECKS], "specs": ["-m", "solbench", "specs", "--format", "json"]})
+    demo = tmp_path.parent / f"{tmp_path.name}_demo" / "demo.jsonl"  # outside the folder it runs from
+    outs = _run_all(site, tmp_path, {"checks": ["-c", CHECKS], "specs": ["-m", "solbench", "specs", "--format", "json"],
+                                     "demo": ["-m", "solbench", "demo", "-q", "-o", str(demo)]})
     checks = json.loads(outs["checks"])
     assert all(Path(p).resolve().is_relative_to(site.resolve()) for p in checks["where"]), checks["where"]
 
     specs = json.loads(outs["specs"])
-    assert {s["id"] for s in specs} == {p.stem for p in (ROOT / "hardware_specs").glob("*.yaml")}
-    assert len(specs) == 13
+    assert {s["id"] for s in specs} == {p.stem for p in (ROOT / "hardware_specs").glob("*.yaml")} | {"cpu_estimate"}
+    assert len(specs) == 14
     assert len(checks["list"]) == len(list((ROOT / "problems").rglob("problem.yaml")))
     assert checks["sol"] and all(w["t_ideal_s"] > 0 for w in checks["sol"])
     assert not list(tmp_path.iterdir())  # nothing written into the folder it ran from
+    # the demo exits 0 from the wheel (every torch_eager PASSED, none a REWARD_HACK), its records where asked
+    demo_records = [json.loads(line) for line in demo.read_text().splitlines()]
+    assert demo_records and {r["status"] for r in demo_records} == {"PASSED"}

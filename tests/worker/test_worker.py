@@ -267,10 +267,12 @@ def test_failure_message_keeps_the_first_line_and_the_last():
         raise RuntimeError("CUDA error: an illegal memory access was encountered\nsome detail\n"
                            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     except RuntimeError as err:
-        reply = _failure(err)
-    assert reply["message"] == ("RuntimeError: CUDA error: an illegal memory access was encountered ... "
-                                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+        reply, line = _failure(err), err.__traceback__.tb_lineno
+    # ... and where it was raised: the innermost frame outside solbench and the libraries (this file here)
+    assert reply["message"].startswith("RuntimeError: CUDA error: an illegal memory access was encountered ... "
+                                       "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions. (at ")
+    assert reply["message"].endswith(f"test_worker.py:{line})")
     try:
         raise ValueError("one line")
     except ValueError as err:
-        assert _failure(err)["message"] == "ValueError: one line"
+        assert _failure(err)["message"] == f"ValueError: one line (at test_worker.py:{err.__traceback__.tb_lineno})"
