@@ -161,15 +161,23 @@ class Environment(_Part):
 class Harness(_Part):
     """``harness``: seconds the harness spent on this record, by phase (not the candidate's time)."""
 
-    worker_start_s: float | None = None
+    worker_start_s: float | None = Field(None, description="the worker's whole start (mostly before this record)")
+    memory_wait_s: float | None = None
+    memory_retry_s: float | None = None
+    cases_s: float | None = Field(None, description="the inputs and reference outputs")
     worker_wait_s: float | None = None
-    load_s: float | None = None
+    load_s: float | None = Field(None, description="the worker importing the candidate")
     setup_s: float | None = None
-    first_call_s: float | None = None
-    rounds_s: float | None = None
-    timing_request_s: float | None = None
+    first_call_s: float | None = Field(None, description="the first call (part of rounds_s)")
+    rounds_s: float | None = Field(None, description="the correctness rounds")
+    timing_request_s: float | None = Field(None, description="the timing window")
     recheck_s: float | None = None
-    wall_s: float | None = None
+    burst_s: float | None = None
+    edge_prepare_s: float | None = None
+    edge_s: float | None = None
+    device_wait_s: float | None = None
+    verdict_s: float | None = None
+    wall_s: float | None = Field(None, description="the record's whole wall time")
     transport: str | None = Field(None, description="device or memfd: how tensors moved to the worker")
 
 

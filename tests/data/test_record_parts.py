@@ -69,3 +69,10 @@ def test_an_unknown_top_level_key_is_refused_but_a_newer_version_loads_with_it()
     newer = line | {"surprise": 1, "record_version": RECORD_VERSION + 1}
     obj, why = parse_record_line(json.dumps(newer))
     assert obj is not None and obj["surprise"] == 1, why  # kept for the frame, not checked
+
+
+def test_every_phase_the_ledger_writes_is_a_typed_harness_key():
+    from solbench.data.record import Harness
+    from solbench.engine.ledger import PHASES
+
+    assert set(PHASES) <= set(Harness.model_fields)
