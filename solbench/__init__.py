@@ -12,29 +12,14 @@ Public API (the CLI is a thin layer over these)::
 from __future__ import annotations
 
 from solbench._version import __version__
-from solbench.data import (
-    AnchoredScore,
-    HardwareSpec,
-    Problem,
-    ResultRecord,
-    RooflinePoint,
-    Status,
-    Workload,
-    anchored_score,
-    detect_spec,
-    find_problems,
-    list_specs,
-    load_problem,
-    load_spec,
-    sol,
-    validate_paths,
-)
-from solbench.data import evaluate as evaluate_expression
-from solbench.errors import ExpressionError, ProblemError, SolbenchError, SpecError
+from solbench.data import HardwareSpec, Problem, ResultRecord, Status, detect_spec, load_problem, load_spec
+from solbench.errors import ProblemError, SolbenchError
 from solbench.worker import load_sibling
 
+# A small surface: what the README, the docs and candidate files use. Everything else is reached through
+# its layer (solbench.data, solbench.engine, solbench.present, ...) or solbench.api.
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
-_ENGINE_NAMES = ("DemoResult", "RunOptions", "RunResult", "demo", "plan_run", "run_plan", "run_problems")
+_ENGINE_NAMES = ("RunOptions", "RunResult", "demo", "run_problems")
 # Workloads' roofline points, lazy too: a problem's own code (cost hook, flops: auto) runs in its sandboxed host.
 _WORK_NAMES = ("problem_points", "workload_point")
 
@@ -65,25 +50,14 @@ __all__ = [
     *_ENGINE_NAMES,
     *_PRESENT_NAMES,
     *_WORK_NAMES,
-    "AnchoredScore",
-    "ExpressionError",
     "HardwareSpec",
     "Problem",
     "ProblemError",
     "ResultRecord",
-    "RooflinePoint",
     "SolbenchError",
-    "SpecError",
     "Status",
-    "Workload",
-    "anchored_score",
     "detect_spec",
-    "evaluate_expression",
-    "find_problems",
-    "list_specs",
     "load_problem",
     "load_sibling",
     "load_spec",
-    "sol",
-    "validate_paths",
 ]
