@@ -142,10 +142,12 @@ def _results_table(problem: str, rows: list[ResultRecord], narrow: bool) -> Tabl
         cells = [plain(r.workload), plain(r.solution), status, fmt_time(r.time_s), sol_text(r.sol)]
         if not narrow:
             cells += [plain(r.bound), _rate(r.achieved_flops_per_s, scale), _rate(r.achieved_bytes_per_s, scale)]
-        table.add_row(*cells, *([plain((why[id(r)] or "")[:200])] if reasons and not narrow else []))
+        table.add_row(*cells, *([plain(one_line(why[id(r)] or "", 200))] if reasons and not narrow else []))
     if not narrow:
         return table
-    notes = [Text(f"  {r.workload} {r.solution}: {(why[id(r)] or '')[:300]}", overflow="fold") for r in rows if why[id(r)]]
+    # one line each: a reason quoting a file name with a newline must not start a line of its own
+    notes = [Text(f"  {r.workload} {r.solution}: {one_line(why[id(r)] or '', 300)}", overflow="fold")
+             for r in rows if why[id(r)]]
     return Group(Text(title, style="italic"), table, *notes)
 
 
