@@ -1,7 +1,8 @@
 """Honest, with a setup(): a workspace made once per workload (untimed), reused by every call.
 
-run() fails (RUNTIME_ERROR) unless setup ran before it in this worker with the workload's shapes,
-and counts the setups it saw, so a test can tell that setup ran once per workload.
+run() fails (RUNTIME_ERROR) unless the last setup in this worker had this call's shapes, and when
+setup ran twice in a row for one shape: setup runs once per workload (and again where edge rounds
+change the shape), never before every call.
 """
 
 import torch
@@ -17,6 +18,7 @@ def setup(x: torch.Tensor, y: torch.Tensor) -> None:
 
 def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out = _workspace["out"]  # KeyError: setup never ran
-    if out.shape != x.shape or _setups.count(tuple(x.shape)) != 1:
+    repeated = any(a == b for a, b in zip(_setups, _setups[1:], strict=False))
+    if out.shape != x.shape or _setups[-1] != tuple(x.shape) or repeated:
         raise RuntimeError(f"setup ran for {_setups}, this call has shape {tuple(x.shape)}")
     return torch.add(y, x, alpha=2, out=out).clone()
