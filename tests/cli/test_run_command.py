@@ -46,7 +46,9 @@ REASONS = {
     "wrong_shape": "has shape (3, 64), expected (4, 64)",
     "wrong_dtype": "has dtype float64, expected float32",
     "mutates_input": "mutated input y",
-    "honest_only_when_watched": "timed call on set",
+    # honest while watched, wrong while timed: the burst (timed calls checked after its reply) or the
+    # re-check of the timed outputs, whichever sees it first, names it
+    "honest_only_when_watched": ("timed call on set", "burst call"),
     "tensor_subclass": "subclass",
     "raises": "ValueError: candidate exploded on purpose (at raises.py:5)",  # the file and line of the raise
     "segfaults": "SIGSEGV",
@@ -97,7 +99,8 @@ def test_each_candidate_gets_its_status(every_candidate, name):
     (rec,) = [r for r in rows if r["solution"] == name]
     assert rec["status"] in EXPECTED[name], rec["reason"]
     if name in REASONS:
-        assert REASONS[name] in rec["reason"]
+        expected = REASONS[name] if isinstance(REASONS[name], tuple) else (REASONS[name],)
+        assert any(e in rec["reason"] for e in expected), rec["reason"]
     if rec["status"] == "PASSED":
         assert rec["time_s"] > 0 and rec["sol"] > 0 and rec["timing"]["n"] >= 10
         assert rec["sol"] == pytest.approx(rec["t_ideal_s"] / rec["time_s"])
