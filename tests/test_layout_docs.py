@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "solbench"
 DOCS = [ROOT / "README.md", ROOT / "docs" / "engine.md"]
-BASE = {"errors", "units", "settings", "_version"}  # the picture leaves these out: every layer may use them
+BASE = {"errors", "units", "settings", "_version", "_lazy"}  # the picture leaves these out: every layer may use them
 ROW = re.compile(r"^│ (?P<layer>[a-z_]+)(?:/|\.py) *│──> (?P<imports>.*?)(?:  .*)?$")
 
 

@@ -4,8 +4,7 @@ against the reference, scores and records them. The run loop (``runner``) and it
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from solbench._lazy import lazy_getattr
 
 # What the other layers use, by the module that defines it; a module is loaded on first use, so importing
 # the package loads none of them.
@@ -48,8 +47,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> Any:  # PEP 562
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_HOME[name]}")
-    return module if _HOME[name] == name else getattr(module, name)
+__getattr__ = lazy_getattr(__name__, _HOME)
