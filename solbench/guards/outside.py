@@ -6,6 +6,9 @@ Nothing here asks the worker anything; a candidate controls its worker's replies
   worker and, apart, of its descendants, zombies included (a zombie's time is still in its stat until
   it is reaped, then in its parent's cutime). :func:`cpu_times` is a snapshot; :func:`other_process_work`
   turns what a window saw into the finding that work was done by a process other than the worker.
+* The cores' busy time (``/proc/stat``, per core the worker may run on) less the worker's and its
+  descendants': what other processes took of those cores in the window (``outside_cpu_s``). A
+  candidate cannot add to it (whatever it starts is its descendant: the worker is a subreaper).
 * NVML (:func:`device_processes`, :func:`utilization_since`): the processes holding a context on the
   device, per-process SM utilisation samples and the device's utilisation samples after a timestamp.
   NVML names processes by the host's pids; in a container with its own pid namespace they may not
@@ -112,6 +115,30 @@ def _run_time_s(pid: int) -> float:
     return total * 1e-9
 
 
+def busy_core_s(cores: frozenset[int]) -> float:
+    """Seconds the given cores spent busy so far (``/proc/stat``: every state but idle and iowait), in
+    clock ticks; 0 where it cannot be read."""
+    total = 0
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                name, *fields = line.split()
+                if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cores:
+                    continue
+                ticks = [int(f) for f in fields[:8]]
+                total += sum(ticks) - ticks[3] - ticks[4]  # less idle and iowait
+    except (OSError, ValueError):
+        return 0.0
+    return total * _TICK_S
+
+
+def _cores(pid: int) -> frozenset[int]:
+    try:
+        return frozenset(os.sched_getaffinity(pid))
+    except OSError:
+        return frozenset()
+
+
 def other_process_work(seen: dict[str, Any], window: str) -> list[Finding]:
     """REWARD_HACK when processes other than the worker (its descendants: live, zombie or reaped in
     between) used CPU during ``window`` (``seen``: what :meth:`Observer.start`'s function returned).
@@ -181,6 +208,8 @@ class Observer:
 
     def start(self) -> Any:
         before = cpu_times(self.pid)
+        cores = _cores(self.pid)
+        busy0 = busy_core_s(cores)
         since = nvml_timestamp_us(self.nvml, self.handle) if self.nvml is not None else 0
         t0 = _monotonic()
 
@@ -197,6 +226,10 @@ class Observer:
                                     "other_cpu_s": after.others_s - before.others_s,
                                     "other_pids": sorted(p for p, t in after.descendants.items()
                                                          if t > before.descendants.get(p, 0.0))}
+            if cores:  # what processes other than the worker's took of its cores (the parent's included)
+                busy = busy_core_s(cores) - busy0
+                seen["cores"] = len(cores)
+                seen["outside_cpu_s"] = max(busy - max(run, ticks) - seen["other_cpu_s"], 0.0)
             if self.nvml is not None:
                 seen["nvml"] = self._device_view(since, wall)
             return seen

@@ -132,6 +132,11 @@ def test_the_judgement_of_a_claim():
     # Where it is most of the time, what is left is too small to conclude anything.
     swamped = burst.judge(1e-5, 0.06, 0.0, 50, "cpu", overhead_s=1e-3)
     assert swamped["ok"] and not swamped["conclusive"] and swamped["overhead_share"] > burst.MAX_OVERHEAD_SHARE
+    # Other processes on the worker's cores: a CPU burst concludes nothing (a forged claim included).
+    crowded = burst.judge(1e-4, 0.05, 1e-4, 50, "cpu", outside_share=burst.MAX_OUTSIDE_SHARE + 0.01)
+    assert crowded["ok"] and not crowded["conclusive"] and crowded["ratio"] == pytest.approx(0.1, rel=0.01)
+    assert not burst.judge(1e-4, 0.05, 1e-4, 50, "cpu", outside_share=burst.MAX_OUTSIDE_SHARE - 0.01)["ok"]
+    assert not burst.judge(1e-4, 0.05, 1e-4, 50, "cuda", outside_share=0.9)["ok"]  # a GPU's verdict is not the CPU's
 
 
 def test_the_harness_overhead_is_measured_in_the_parent():

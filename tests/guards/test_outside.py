@@ -70,3 +70,27 @@ def test_device_findings_name_descendants_holding_a_context():
     assert "11, 13" in found[0].reason  # 12 is not the worker's, 14 did nothing and holds no context
     assert device_findings(view, 10, frozenset()) == []
     assert device_findings({}, 10, frozenset({11})) == []  # no NVML view: nothing concluded
+
+
+def test_what_other_processes_take_of_the_worker_s_cores_is_counted_apart():
+    """A process that is no descendant of the observed one, busy on its cores, is ``outside_cpu_s``; the
+    observed process's own work and its descendants' are not."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10)"])
+    try:
+        time.sleep(0.3)
+        cores = sorted(os.sched_getaffinity(sleeper.pid))[:1]  # both on one core: the hog's time is all there
+        os.sched_setaffinity(sleeper.pid, cores)
+        done = Observer(sleeper.pid, "cpu").start()
+        hog = subprocess.Popen([sys.executable, "-c", BUSY.format(s=0.5)])
+        os.sched_setaffinity(hog.pid, cores)
+        hog.wait()
+        seen = done()
+        assert seen["cores"] == 1 and seen["worker_cpu_s"] < 0.05, seen
+        # The hog's 0.5 s, less what its start took before it was pinned; ticks of 10 ms.
+        assert 0.3 <= seen["outside_cpu_s"] <= seen["wall_s"] + 0.02, seen
+        quiet = Observer(sleeper.pid, "cpu").start()
+        time.sleep(0.3)
+        assert quiet()["outside_cpu_s"] < 0.1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
