@@ -68,6 +68,8 @@ _HOME = {
     "failed_profile": "profile",
     "profile_from_kernels": "profile",
     "ResultRecord": "record",
+    "HARNESS_PHASES": "record_parts",
+    "Timing": "record_parts",
     "Status": "record",
     "append_records": "results",
     "read_records": "results",

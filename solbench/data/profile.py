@@ -66,7 +66,7 @@ TENSOR_DTYPES = ("bfloat16", "float16", "tf32", "float8_e4m3fn", "float8_e5m2", 
 class KernelProfile(BaseModel):
     """One kernel of the profiled call."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     duration_s: float | None = None
@@ -92,7 +92,7 @@ class KernelProfile(BaseModel):
 class ProfileSummary(BaseModel):
     """The whole call: sums over its kernels, utilizations weighted by kernel duration."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     kernels: int = 0
     duration_s: float | None = None
@@ -119,7 +119,7 @@ class ProfileSummary(BaseModel):
 class Profile(BaseModel):
     """A record's ``profile``: how the call was profiled, each kernel, and the summary."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     tool: str = Field("ncu", description="the profiler")
     tool_version: str | None = None

@@ -34,12 +34,16 @@ SOURCE_KEY = "_source"  # the reader's own key: the file and line a record was r
 
 
 def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, Any]]) -> int:
-    """Append records to a JSONL file (created with its folder if needed). Returns lines written."""
+    """Append records to a JSONL file (created with its folder if needed). Returns lines written. A
+    :class:`ResultRecord` is checked again first (pydantic's ValidationError when it no longer is one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for r in records:
         if isinstance(r, ResultRecord):
+            # Its parts may have changed since it was made (the engine adds the harness's phases): a line the
+            # readers would skip is not written.
+            ResultRecord.model_validate(r.model_dump())
             lines.append(r.to_json_line())
         else:
             lines.append(json.dumps(r, default=str) + "\n")
