@@ -71,6 +71,7 @@ _HOME = {
     "HARNESS_PHASES": "record_parts",
     "Timing": "record_parts",
     "Status": "record",
+    "read_record": "record",
     "append_records": "results",
     "read_records": "results",
     "Phase": "rollup",

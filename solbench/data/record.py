@@ -178,6 +178,12 @@ def upgrade(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "record_version": RECORD_VERSION}
 
 
+def read_record(obj: dict[str, Any]) -> ResultRecord:
+    """A record as this version reads it, from a dict of any version (:func:`upgrade`, :func:`checkable`);
+    pydantic's ValidationError when it is not one."""
+    return ResultRecord.model_validate(checkable(upgrade(obj)))
+
+
 def newer_version(obj: dict[str, Any]) -> bool:
     version = obj.get("record_version")
     return isinstance(version, int) and not isinstance(version, bool) and version > RECORD_VERSION

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solbench.data.record import ResultRecord, checkable, upgrade
+from solbench.data.record import ResultRecord, read_record, upgrade
 from solbench.errors import error_message
 
 MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
@@ -164,7 +164,7 @@ def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str]:
     if line.count("{") + line.count("[") > MAX_DEPTH and _too_deep(obj):
         return None, f"not a valid record: nested more than {MAX_DEPTH} levels deep, line skipped"
     try:
-        ResultRecord.model_validate(checkable({k: v for k, v in obj.items() if k != SOURCE_KEY}))
+        read_record({k: v for k, v in obj.items() if k != SOURCE_KEY})
     except ValidationError as err:
         return None, _schema_problem(err)
     return obj, ""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from solbench.data.record import RECORD_VERSION, ResultRecord, upgrade
+from solbench.data.record import RECORD_VERSION, ResultRecord, read_record, upgrade
 from solbench.data.record_parts import HARNESS_PHASES, PARTS, Harness, HarnessPhases
 from solbench.data.results import parse_record_line, read_records
 
@@ -93,6 +93,7 @@ def test_a_version_1_record_is_upgraded_not_accepted_as_it_is():
     assert obj is not None, why
     assert obj["correctness"]["timed"] == {"sets": 2, "outputs_checked": 2, "passed": True}
     assert v1["correctness"]["timed"]["sets_checked"] == 2  # the caller's dict is left as it was
+    assert read_record(v1).correctness["timed"]["outputs_checked"] == 2  # a dict from elsewhere (a server's)
 
 
 @pytest.mark.parametrize("part, key, bad", [

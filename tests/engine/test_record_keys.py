@@ -146,7 +146,10 @@ def test_telemetry_of_every_kind_is_declared():
 def test_the_environment_is_declared():
     Environment.model_validate(collect := environment.collect_environment("cpu") | {"seed": None})
     assert collect["packages"]
-    gpu_keys = _keys_written(environment, "info") | {"persistence_mode", "power_limit_w", "mig_mode", "nvml"}
+    literal = re.search(r"info: dict\[str, Any\] = \{(.*?)\}", inspect.getsource(environment.cuda_device_info), re.S)
+    gpu_keys = _keys_written(environment, "info") | set(re.findall(r'"(\w+)":', literal.group(1)))
+    gpu_keys |= {"persistence_mode", "power_limit_w", "mig_mode", "nvml"}  # _nvml_info's, by name in a loop
+    assert {"gpu_name", "sm_count", "l2_bytes", "gpu_uuid"} <= gpu_keys
     assert gpu_keys <= set(Environment.model_fields), gpu_keys - set(Environment.model_fields)
 
 
