@@ -207,8 +207,7 @@ def test_every_part_model_refuses_undeclared_keys_and_documents_its_fields():
     for model in [m for part in [*PARTS.values(), Profile] for m in _nested_models(part)]:
         assert model.model_config.get("extra") == "forbid", model.__name__
         undocumented = [n for n, f in model.model_fields.items() if not f.description]
-        if model.__module__.endswith("record_parts"):
-            assert not undocumented, (model.__name__, undocumented)
+        assert not undocumented, (model.__name__, undocumented)
 
 
 def test_the_schema_describes_each_part_field_by_field_nested_models_included():
