@@ -4,15 +4,12 @@ opaque objects): checked against the part models, which the printed schema must 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from pydantic import BaseModel
+from typer.testing import CliRunner
 
+from solbench.cli import app
 from solbench.data.record_parts import PARTS, BurstAttempt, OutsideView, TimingDetails
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _object(node: dict, defs: dict) -> dict:
@@ -38,9 +35,8 @@ def _walk(schema: dict, path: list[str]) -> dict:
 
 
 def test_the_printed_schema_describes_every_part_and_nested_structure_field_by_field():
-    r = subprocess.run([sys.executable, "-m", "solbench", "schema", "record"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    r = CliRunner().invoke(app, ["schema", "record"])
+    assert r.exit_code == 0, r.output
     schema = json.loads(r.stdout)
     expected: dict[tuple[str, ...], type[BaseModel]] = {(part,): model for part, model in PARTS.items()}
     expected |= {("timing", "details"): TimingDetails, ("correctness", "burst", "attempts"): BurstAttempt,
