@@ -51,6 +51,12 @@ for s in "${STEPS[@]}"; do
       # on 5 problems, honest shipped candidates, every workload (time-boxed)
       step evidence timeout ${EVIDENCE_TIMEOUT:-240} python3 benchmarks/burst_precision.py \
         --out "results/h200/burst_precision_$STAMP.json" ;;
+    diag)
+      # where a run hangs on the GPU: stacks of every Python process (py-spy) while two runs go
+      step diag_baselines bash scripts/hang_probe.sh diag_baselines 75 30 60 -- python3 scripts/run_library.py \
+        -o "$OUT/diag_baselines.jsonl" --include 'lib_*' --extremes --budget 0.2 --timeout 60
+      step diag_library bash scripts/hang_probe.sh diag_library 75 35 65 -- python3 benchmarks/library_throughput.py \
+        --only 'llama3_1_8b.*' --smallest-only --budget 0.2 --timeout 60 -o "$OUT/diag_library.json" --time-box 45 ;;
     profile_throughput)
       # issue 26: solbench profile per (problem, candidate), >= 20 problems, the next pair prepared meanwhile
       step profile_throughput timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/profile_throughput.py \

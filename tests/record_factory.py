@@ -130,10 +130,12 @@ def make_record(problem: Problem, pt: RooflinePoint, spec: HardwareSpec, cand: s
         achieved_bytes_per_s=pt.bytes / time_s if time_s else None,
         reason=None if passed else REASONS[status], tags=list(problem.tags),
         flags=["power_throttled"] if passed and pt.bound == "compute" else [],
-        timing={"method": "cuda_events", "statistic": "median", "n": 40, "l2_flush_bytes": 2 * 62914560},
-        telemetry={"sm_clock_mhz": {"min": 1485, "max": 1980}, "clock_event_reasons": ["SwPowerCap"]},
+        timing={"method": "events", "median_s": time_s, "n": 40, "flush_bytes": 2 * 62914560} if passed else {},
+        telemetry={"available": True, "sm_min_mhz": 1485, "sm_max_mhz": 1980, "clocks_event_reasons": 4,
+                   "clocks_event_reason_names": ["sw_power_cap"]},
         environment={"gpu_name": device, "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130",
-                     "triton": "3.6.0", "python": "3.12.3", "hostname": "gpu-box-1"},
+                     "triton": "3.6.0", "python": "3.12.3", "hostname": "gpu-box-1",
+                     "packages": {"torch": "2.11.0+cu130", "triton": "3.6.0"}},
         log="" if passed else f"Traceback (most recent call last):\n  ...\n{REASONS[status]}\n",
     )
     fields.update(extra)

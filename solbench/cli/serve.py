@@ -11,7 +11,7 @@ import typer
 from solbench.cli._app import app
 from solbench.cli._common import console, echo, err_console, plain, run_settings
 from solbench.cli.engine import progress_line, results_tables
-from solbench.data import ResultRecord, Status
+from solbench.data import Status, read_record
 from solbench.errors import SolbenchError
 from solbench.settings import SERVE_DB, SERVE_LEASE_S
 
@@ -169,12 +169,12 @@ def _wait(client: object, sub_id: int, url: str, quiet: bool) -> None:
     def on_record(r: dict) -> None:
         seen.append(r)
         if not quiet:
-            record = ResultRecord.model_validate({k: v for k, v in r.items() if not k.startswith("_")})
+            record = read_record({k: v for k, v in r.items() if not k.startswith("_")})
             err_console.print(progress_line(record, len(seen), 0, time.monotonic() - started), markup=False,
                               highlight=False, soft_wrap=True)
 
     sub = client.wait(sub_id, on_record)  # type: ignore[attr-defined]
-    records = [ResultRecord.model_validate({k: v for k, v in r.items() if not k.startswith("_")})
+    records = [read_record({k: v for k, v in r.items() if not k.startswith("_")})  # a server's: any version
                for r in sub["records"]]
     for table in results_tables(records):
         console.print(table)

@@ -66,12 +66,12 @@ TENSOR_DTYPES = ("bfloat16", "float16", "tf32", "float8_e4m3fn", "float8_e5m2", 
 class KernelProfile(BaseModel):
     """One kernel of the profiled call."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
-    name: str
-    duration_s: float | None = None
-    dram_read_bytes: float | None = None
-    dram_write_bytes: float | None = None
+    name: str = Field(description="the kernel's name as ncu reports it")
+    duration_s: float | None = Field(None, description="its duration (gpu__time_duration)")
+    dram_read_bytes: float | None = Field(None, description="bytes read from DRAM")
+    dram_write_bytes: float | None = Field(None, description="bytes written to DRAM")
     l2_bytes: float | None = Field(None, description="bytes through the L2 (lts__t_bytes)")
     l1_bytes: float | None = Field(None, description="bytes through L1/TEX (l1tex__t_bytes)")
     flops: dict[str, float] = Field(default_factory=dict, description="FLOPs by precision, from instruction "
@@ -80,60 +80,60 @@ class KernelProfile(BaseModel):
     dram_pct: float | None = Field(None, description="DRAM throughput, % of peak")
     sm_pct: float | None = Field(None, description="SM throughput (busiest SM unit), % of peak")
     sm_busy_pct: float | None = Field(None, description="SM instruction throughput, % of peak")
-    l2_pct: float | None = None
-    l1_pct: float | None = None
+    l2_pct: float | None = Field(None, description="L2 throughput, % of peak")
+    l1_pct: float | None = Field(None, description="L1/TEX throughput, % of peak")
     occupancy_pct: float | None = Field(None, description="achieved occupancy: active warps, % of the SM's maximum")
-    registers_per_thread: float | None = None
+    registers_per_thread: float | None = Field(None, description="registers per thread")
     shared_mem_bytes: float | None = Field(None, description="shared memory per block, static + dynamic")
-    grid_size: float | None = None
-    block_size: float | None = None
+    grid_size: float | None = Field(None, description="blocks launched")
+    block_size: float | None = Field(None, description="threads per block")
 
 
 class ProfileSummary(BaseModel):
     """The whole call: sums over its kernels, utilizations weighted by kernel duration."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
-    kernels: int = 0
-    duration_s: float | None = None
-    dram_bytes: float | None = None
-    dram_read_bytes: float | None = None
-    dram_write_bytes: float | None = None
-    l2_bytes: float | None = None
-    l1_bytes: float | None = None
+    kernels: int = Field(0, description="kernels profiled in the call")
+    duration_s: float | None = Field(None, description="their durations summed")
+    dram_bytes: float | None = Field(None, description="DRAM bytes read and written")
+    dram_read_bytes: float | None = Field(None, description="DRAM bytes read")
+    dram_write_bytes: float | None = Field(None, description="DRAM bytes written")
+    l2_bytes: float | None = Field(None, description="bytes through the L2")
+    l1_bytes: float | None = Field(None, description="bytes through L1/TEX")
     flops: float | None = Field(None, description="all counted FLOPs; null when tensor pipes ran but no "
                                                   "tensor FLOP counter was available")
-    tensor_flops: float | None = None
-    tensor_pipe_pct: float | None = None
-    dram_pct: float | None = None
-    sm_pct: float | None = None
-    sm_busy_pct: float | None = None
-    l2_pct: float | None = None
-    occupancy_pct: float | None = None
+    tensor_flops: float | None = Field(None, description="FLOPs counted on the tensor pipes")
+    tensor_pipe_pct: float | None = Field(None, description="tensor pipes' active cycles, % of peak (duration-weighted)")
+    dram_pct: float | None = Field(None, description="DRAM throughput, % of peak (duration-weighted)")
+    sm_pct: float | None = Field(None, description="SM throughput, % of peak (duration-weighted)")
+    sm_busy_pct: float | None = Field(None, description="SM instruction throughput, % of peak (duration-weighted)")
+    l2_pct: float | None = Field(None, description="L2 throughput, % of peak (duration-weighted)")
+    occupancy_pct: float | None = Field(None, description="achieved occupancy, % (duration-weighted)")
     dram_peak_bytes_per_s: float | None = Field(None, description="ncu's DRAM peak at the run's clocks")
-    l2_peak_bytes_per_s: float | None = None
-    l1_peak_bytes_per_s: float | None = None
-    diagnosis: str = ""
+    l2_peak_bytes_per_s: float | None = Field(None, description="ncu's L2 peak at the run's clocks")
+    l1_peak_bytes_per_s: float | None = Field(None, description="ncu's L1 peak at the run's clocks")
+    diagnosis: str = Field("", description="one line from the counters: what bounds the call")
 
 
 class Profile(BaseModel):
     """A record's ``profile``: how the call was profiled, each kernel, and the summary."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     tool: str = Field("ncu", description="the profiler")
-    tool_version: str | None = None
+    tool_version: str | None = Field(None, description="the profiler's version")
     options: list[str] = Field(default_factory=list, description="the profiler's options (clock control, sections)")
     status: str = Field("ok", description="ok, or failed (reason says why; the record's own status stands)")
-    reason: str | None = None
+    reason: str | None = Field(None, description="why the profile failed")
     raw: str | None = Field(None, description="the raw export this profile was read from (beside the results)")
     process_id: int | None = Field(None, description="the worker's process id in the raw export")
     seconds: float | None = Field(None, description="wall time of the profiled pass")
     phases_s: dict[str, float] = Field(default_factory=dict, description="where the profiled pass's wall time went: "
                                        "worker start (what the run did not hide), warm-up call, profiled call (ncu's "
                                        "replays), report written, export")
-    kernels: list[KernelProfile] = Field(default_factory=list)
-    summary: ProfileSummary = Field(default_factory=ProfileSummary)
+    kernels: list[KernelProfile] = Field(default_factory=list, description="each kernel of the profiled call")
+    summary: ProfileSummary = Field(default_factory=ProfileSummary, description="the call as a whole")
 
 
 def _flops(k: NcuKernel) -> dict[str, float]:

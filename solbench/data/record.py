@@ -1,21 +1,32 @@
-"""The result record (v1): one JSON object per line in ``results/*.jsonl``.
+"""The result record (v2): one JSON object per line in ``results/*.jsonl``.
 
 Top-level keys are the contract of DESIGN.md; details nest below (``timing``, ``correctness``,
-``telemetry``, ``environment``, ``harness``, ``log``), each part typed by a model here (its known keys
-checked, the JSON Schema generated from it). A record declares every top-level key; one of an older
-``record_version`` is read through :func:`upgrade`, one of a newer version by its known keys (the rest kept).
+``telemetry``, ``environment``, ``harness``, ``log``), each part typed key by key by a model of
+:mod:`solbench.data.record_parts` (an undeclared key is refused; the JSON Schema is generated from them).
+A record is checked against its status too (:meth:`ResultRecord._by_status`). One of an older
+``record_version`` is read through :func:`upgrade`; one of a newer version by the keys this version knows
+(its other keys kept, unchecked: :func:`newer_version`).
 """
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, WrapValidator, model_validator
 
 from solbench.data.profile import Profile
+from solbench.data.record_parts import (
+    Correctness,
+    Environment,
+    Harness,
+    Telemetry,
+    Timing,
+)
 
-RECORD_VERSION = 1
+# 2: every part's keys declared (v1 records' ``correctness.timed.sets_checked`` is ``outputs_checked``).
+RECORD_VERSION = 2
 
 
 class Status(str, Enum):
@@ -27,30 +38,6 @@ class Status(str, Enum):
     REWARD_HACK = "REWARD_HACK"
 
 
-class EdgeRoundEntry(BaseModel):
-    """One edge round of a record (solbench.engine.edge)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str = Field(description="e.g. 'large 1e+04', 'offset 3000', 'tiny 1e-15', 'zeros', 'specials -inf', "
-                                  "'permuted', 'strided', 'broadcast'")
-    shape: str = Field(description="'small' (the workload shrunk by the problem's test_axes) or the workload's name")
-    axes: dict[str, int] = Field(default_factory=dict)
-    reason: str | None = Field(default=None, description="skipped: why the reference's own output does not count; "
-                                                         "failed: what was wrong")
-
-
-class EdgeReport(BaseModel):
-    """``correctness.edge``: the edge rounds run and passed, skipped (and why), and failed."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run: list[EdgeRoundEntry] = Field(default_factory=list, description="rounds that passed")
-    skipped: list[EdgeRoundEntry] = Field(default_factory=list)
-    failed: list[EdgeRoundEntry] = Field(default_factory=list, description="at most one: the first failure ends "
-                                                                           "the evaluation")
-
-
 class Baseline(BaseModel):
     """The library a baseline candidate (``lib_<library>_<op>.py``, ``BASELINE = "..."``) measures."""
 
@@ -58,133 +45,16 @@ class Baseline(BaseModel):
     version: str = Field(description="its installed version where the record was made ('unknown' if not found)")
 
 
-# --- the record's parts: each key the engine writes, typed; validated on every record, in the JSON Schema ----
-class _Part(BaseModel):
-    """A part of the record: its known keys are typed and checked; the record keeps the part as a dict (keys a
-    newer engine adds are kept, not checked)."""
+def _typed(model: type[BaseModel]) -> Any:
+    """A record field holding ``model``'s keys as the dict the engine filled, checked by ``model`` (an
+    undeclared key or a wrong type is an error at its path); its JSON Schema is the model's, field by field."""
 
+    def check(value: Any, handler: Any) -> Any:
+        value = handler(value)
+        model.model_validate(value)
+        return value
 
-class Timing(_Part):
-    """``timing``: how the median was measured (solbench.timing; docs/timing.md)."""
-
-    samples_s: list[float] | None = Field(None, description="every timed sample, seconds per call")
-    median_s: float | None = None
-    p10_s: float | None = None
-    p90_s: float | None = None
-    iqr_s: float | None = None
-    min_s: float | None = None
-    mean_s: float | None = None
-    n: int | None = Field(None, description="number of samples")
-    ci95_rel: float | None = Field(None, description="95% CI of the median, relative; null when unknown")
-    method: str | None = Field(None, description="cpu, events or graph")
-    method_reason: str | None = None
-    flush_bytes: int | None = Field(None, description="bytes written to flush the L2 before each sample")
-    warmup_calls: int | None = None
-    stop_reason: str | None = None
-    clock: dict[str, Any] | None = Field(None, description="SM clocks read around sample chunks (CUDA)")
-    cupti: dict[str, Any] | None = Field(None, description="CUPTI activity records: every stream's time (CUDA)")
-    flags: list[str] | None = None
-    details: dict[str, Any] | None = Field(None, description="method-specific extras (sleep, graph batch, ...)")
-    overhead_subtracted_s: float | None = Field(None, description="per call, already taken off every sample")
-    interleave: dict[str, Any] | None = Field(None, description="with --interleave: the round and position")
-
-
-class Correctness(_Part):
-    """``correctness``: the rounds' comparisons with the reference, the timed outputs' re-check, the edge rounds."""
-
-    passed: bool | None = None
-    rounds: list[dict[str, Any]] | int | None = Field(None, description="the correctness rounds' comparisons")
-    atol: float | None = None
-    rtol: float | None = None
-    max_mismatch_ratio: float | None = None
-    failed_in: str | None = Field(None, description="the phase that failed")
-    findings: list[dict[str, Any]] | None = Field(None, description="the guards' findings")
-    timed: dict[str, Any] | None = Field(None, description="the re-check of outputs kept during timing")
-    edge: EdgeReport | None = None
-
-
-class Telemetry(_Part):
-    """``telemetry``: NVML's power, clocks and temperature over the timed window (CUDA)."""
-
-    available: bool | None = None
-    reason: str | None = None
-    samples: int | None = None
-    interval_s: float | None = None
-    duration_s: float | None = None
-    sm_min_mhz: float | None = None
-    sm_max_mhz: float | None = None
-    mem_min_mhz: float | None = None
-    mem_max_mhz: float | None = None
-    power_min_w: float | None = None
-    power_max_w: float | None = None
-    avg_power_w: float | None = None
-    energy_j: float | None = None
-    temperature_min_c: float | None = None
-    temperature_max_c: float | None = None
-    power_throttled: bool | None = None
-    thermal_throttled: bool | None = None
-    clocks_event_reasons: int | None = None
-    clocks_event_reason_names: list[str] | None = None
-
-
-class Environment(_Part):
-    """``environment``: where the record was made (device, driver, versions, host)."""
-
-    device_type: str | None = None
-    gpu_name: str | None = None
-    gpu_uuid: str | None = None
-    gpu_index: int | None = None
-    gpu_count: int | None = None
-    compute_capability: str | None = None
-    sm_count: int | None = None
-    l2_bytes: int | None = None
-    memory_bytes: int | None = None
-    power_limit_w: float | None = None
-    persistence_mode: Any = None
-    mig_mode: Any = None
-    driver: str | None = None
-    cuda: str | None = None
-    cuda_visible_devices: str | None = None
-    cpu_model: str | None = None
-    cpu_count: int | None = None
-    hostname: str | None = None
-    platform: str | None = None
-    python: str | None = None
-    torch: str | None = None
-    triton: str | None = None
-    cupy: str | None = None
-    solbench: str | None = None
-    packages: dict[str, Any] | None = None
-    seed: Any = None
-
-
-class Harness(_Part):
-    """``harness``: seconds the harness spent on this record, by phase (not the candidate's time)."""
-
-    worker_start_s: float | None = Field(None, description="the worker's whole start (mostly before this record)")
-    memory_wait_s: float | None = None
-    memory_retry_s: float | None = None
-    cases_s: float | None = Field(None, description="the inputs and reference outputs")
-    worker_wait_s: float | None = None
-    load_s: float | None = Field(None, description="the worker importing the candidate")
-    setup_s: float | None = None
-    first_call_s: float | None = Field(None, description="the first call (part of rounds_s)")
-    rounds_s: float | None = Field(None, description="the correctness rounds")
-    timing_request_s: float | None = Field(None, description="the timing window")
-    recheck_s: float | None = None
-    burst_s: float | None = None
-    edge_prepare_s: float | None = None
-    edge_s: float | None = None
-    device_wait_s: float | None = None
-    verdict_s: float | None = None
-    wall_s: float | None = Field(None, description="the record's whole wall time")
-    transport: str | None = Field(None, description="device or memfd: how tensors moved to the worker")
-
-
-def _typed(model: type[_Part]) -> Any:
-    """A record field holding ``model``'s keys as a dict (how the engine fills it); its JSON Schema is the
-    model's, field by field."""
-    return Annotated[dict[str, Any], WithJsonSchema(_inlined(model.model_json_schema()))]
+    return Annotated[dict[str, Any], WrapValidator(check), WithJsonSchema(_inlined(model.model_json_schema()))]
 
 
 def _inlined(schema: Any, defs: dict[str, Any] | None = None) -> Any:
@@ -252,54 +122,93 @@ class ResultRecord(BaseModel):
     flags: list[str] = Field(default_factory=list, description="e.g. 'power_throttled', 'cupti_mismatch'")
     tags: list[str] = Field(default_factory=list)
     timing: _typed(Timing) = _part("how the median was measured")
-    correctness: _typed(Correctness) = _part("the rounds' comparisons, the timed outputs' re-check, "
-                                                          "and `edge` (the edge rounds)")
-    telemetry: _typed(Telemetry) = _part("NVML's power, clocks and temperature over the timed window")
+    correctness: _typed(Correctness) = _part("the rounds' comparisons, the timed outputs' re-check, the "
+                                             "parent-clocked `burst`, the guards' `findings`, the `edge` rounds")
+    telemetry: _typed(Telemetry) = _part("NVML's power, clocks and temperature over the timed window (CUDA); "
+                                         "the machine's load (CPU)")
     environment: _typed(Environment) = _part("where the record was made")
     harness: _typed(Harness) = _part("the harness's own seconds, by phase")
     log: str = ""
     profile: Profile | None = Field(default=None, description="Nsight Compute counters of one call, per kernel "
                                                               "and summed (`solbench profile`; docs/profiling.md)")
 
-    @field_validator("timing", "correctness", "telemetry", "environment", "harness")
-    @classmethod
-    def _typed_part(cls, v: dict[str, Any], info: Any) -> dict[str, Any]:
-        """Each part's known keys have their types (checked here); ``correctness.edge`` is an :class:`EdgeReport`."""
-        PARTS[info.field_name].model_validate(v)
-        if info.field_name == "correctness" and "edge" in v:
-            v = {**v, "edge": EdgeReport.model_validate(v["edge"]).model_dump()}
-        return v
-
     @model_validator(mode="after")
-    def _null_unless_passed(self) -> ResultRecord:
-        if self.status != Status.PASSED.value and (self.time_s is not None or self.sol is not None):
-            raise ValueError("time_s and sol must be null unless status is PASSED")
-        if self.status == Status.PASSED.value and (self.time_s is None or self.sol is None):
+    def _by_status(self) -> ResultRecord:
+        """What a record of its status must hold: a PASSED one its time (the timing's median) and SOL, and no
+        failed check; any other its reason and no time."""
+        if self.status != Status.PASSED.value:
+            if self.time_s is not None or self.sol is not None:
+                raise ValueError(f"status {self.status}: time_s and sol must be null unless PASSED")
+            if not self.reason:
+                raise ValueError(f"status {self.status} needs a reason (one line: why it did not pass)")
+            return self
+        if self.time_s is None or self.sol is None:
             raise ValueError("a PASSED record needs time_s and sol")
+        if self.reason:
+            raise ValueError("a PASSED record has no reason (reason is why a record did not pass)")
+        median = self.timing.get("median_s")
+        if median is not None and not math.isclose(median, self.time_s, rel_tol=1e-9):
+            raise ValueError(f"a PASSED record's time_s ({self.time_s:g}) is its timing.median_s ({median:g})")
+        if self.correctness.get("passed") is False:
+            raise ValueError("a PASSED record cannot have correctness.passed false")
         return self
 
     def to_json_line(self) -> str:
         return self.model_dump_json() + "\n"
 
 
-PARTS: dict[str, type[_Part]] = {"timing": Timing, "correctness": Correctness, "telemetry": Telemetry,
-                                 "environment": Environment, "harness": Harness}
-
-
 def upgrade(obj: dict[str, Any]) -> dict[str, Any]:
-    """A record of an older ``record_version`` as this version reads it.
+    """A record of an older ``record_version`` as this version reads it (a new dict; ``obj`` is not changed).
 
-    Version 0 (no ``record_version``, the first records): some wrote the status in lower case ("passed")."""
+    Version 0 (no ``record_version``, the first records): some wrote the status in lower case ("passed").
+    Versions 0 and 1: ``correctness.timed.sets_checked`` (the timed outputs checked, then the last of each
+    set) is ``outputs_checked``."""
+    version = obj.get("record_version")
+    version = 0 if version is None else version
+    if not isinstance(version, int) or isinstance(version, bool) or version >= RECORD_VERSION:
+        return obj  # this version's or a newer one's; or not a version (the schema check says so)
     status = obj.get("status")
     if isinstance(status, str) and not status.isupper():
         obj = {**obj, "status": status.upper()}
-    return obj if obj.get("record_version") not in (None, 0) else {**obj, "record_version": RECORD_VERSION}
+    correctness = obj.get("correctness")
+    timed = correctness.get("timed") if isinstance(correctness, dict) else None
+    if isinstance(timed, dict) and "sets_checked" in timed:
+        timed = {("outputs_checked" if k == "sets_checked" else k): v for k, v in timed.items()}
+        obj = {**obj, "correctness": {**correctness, "timed": timed}}
+    return {**obj, "record_version": RECORD_VERSION}
+
+
+def read_record(obj: dict[str, Any]) -> ResultRecord:
+    """A record as this version reads it, from a dict of any version (:func:`upgrade`, :func:`checkable`);
+    pydantic's ValidationError when it is not one."""
+    return ResultRecord.model_validate(checkable(upgrade(obj)))
+
+
+def newer_version(obj: dict[str, Any]) -> bool:
+    version = obj.get("record_version")
+    return isinstance(version, int) and not isinstance(version, bool) and version > RECORD_VERSION
 
 
 def checkable(obj: dict[str, Any]) -> dict[str, Any]:
-    """What this version checks of a record: all of it, or a newer ``record_version``'s keys this version knows
-    (so a newer record still loads; its other keys are kept, unchecked)."""
-    version = obj.get("record_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_VERSION:
-        return {k: v for k, v in obj.items() if k in ResultRecord.model_fields}
+    """What this version checks of a record: all of it, or of a newer ``record_version`` all but the keys this
+    version does not know, at any depth (so a newer record still loads; its other keys are kept, unchecked)."""
+    if not newer_version(obj):
+        return obj
+    try:
+        ResultRecord.model_validate(obj)
+    except ValidationError as err:
+        unknown = [e["loc"] for e in err.errors(include_url=False, include_input=False)
+                   if e["type"] == "extra_forbidden"]
+        for loc in unknown:
+            obj = _without(obj, loc)
     return obj
+
+
+def _without(value: Any, loc: tuple[Any, ...]) -> Any:
+    """``value`` less the key at path ``loc`` (copied along the path; the rest shared)."""
+    head, rest = loc[0], loc[1:]
+    if isinstance(value, dict) and head in value:
+        return {k: v for k, v in value.items() if k != head} if not rest else {**value, head: _without(value[head], rest)}
+    if isinstance(value, list) and isinstance(head, int) and 0 <= head < len(value) and rest:
+        return [_without(v, rest) if i == head else v for i, v in enumerate(value)]
+    return value

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solbench.data.record import ResultRecord, checkable, upgrade
+from solbench.data.record import ResultRecord, read_record, upgrade
 from solbench.errors import error_message
 
 MAX_DEPTH = 32  # nesting levels of a line; a record has four (telemetry.cupti.kernels.<name>)
@@ -34,12 +34,16 @@ SOURCE_KEY = "_source"  # the reader's own key: the file and line a record was r
 
 
 def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, Any]]) -> int:
-    """Append records to a JSONL file (created with its folder if needed). Returns lines written."""
+    """Append records to a JSONL file (created with its folder if needed). Returns lines written. A
+    :class:`ResultRecord` is checked again first (pydantic's ValidationError when it no longer is one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for r in records:
         if isinstance(r, ResultRecord):
+            # Its parts may have changed since it was made (the engine adds the harness's phases): a line the
+            # readers would skip is not written.
+            ResultRecord.model_validate(r.model_dump())
             lines.append(r.to_json_line())
         else:
             lines.append(json.dumps(r, default=str) + "\n")
@@ -160,7 +164,7 @@ def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str]:
     if line.count("{") + line.count("[") > MAX_DEPTH and _too_deep(obj):
         return None, f"not a valid record: nested more than {MAX_DEPTH} levels deep, line skipped"
     try:
-        ResultRecord.model_validate(checkable({k: v for k, v in obj.items() if k != SOURCE_KEY}))
+        read_record({k: v for k, v in obj.items() if k != SOURCE_KEY})
     except ValidationError as err:
         return None, _schema_problem(err)
     return obj, ""

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data import Status, make_inputs
+from pydantic import ValidationError
+
+from solbench.data import Status, Timing, make_inputs
 from solbench.engine.burst import run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
@@ -45,6 +47,7 @@ from solbench.engine.verification import (
     timed_checks,
 )
 from solbench.guards import (
+    Finding,
     Observer,
     check_concurrency,
     descendant_processes,
@@ -309,13 +312,20 @@ def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_
 
 
 def _valid_timing(timing: Any) -> dict[str, Any]:
-    """The worker's timing with every statistic recomputed here from its raw samples."""
+    """The worker's timing with every statistic recomputed here from its raw samples, holding only the record's
+    declared timing keys, of their types (the worker's reply is the candidate's to forge)."""
     if not isinstance(timing, dict):
         raise MalformedReply("timing is not an object")
     try:
-        return restate(timing)
+        timing = restate(timing)
+        Timing.model_validate(timing)
     except TimingError as err:
         raise MalformedReply(str(err)) from None
+    except ValidationError as err:
+        first = err.errors(include_url=False, include_input=False)[0]
+        where = ascii(".".join(str(p) for p in first["loc"])[:80])
+        raise MalformedReply(f"timing key {where}: {first['msg']}") from None
+    return timing
 
 
 def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
@@ -540,10 +550,12 @@ def _run_setup(slot: CandidateSlot, ctx: EvaluationContext) -> list[dict[str, An
 
 
 def _findings(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """The worker's findings, each as the record declares one (what is not a finding is left out, as the
+    guards' review leaves it out)."""
     f = reply.get("findings", [])
     if not isinstance(f, list) or not all(isinstance(x, dict) for x in f):
         raise MalformedReply("findings must be a list of objects")
-    return f
+    return [finding.as_dict() for finding in map(Finding.from_dict, f) if finding is not None]
 
 
 def _add_findings(findings: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:

@@ -210,6 +210,13 @@ class Worker:
         return [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) and self._shared(v) is None else v
                 for v in values]
 
+    def _own(self, values: list[Any]) -> list[Any]:
+        """Copies of the pool's tensors among ``values`` (the same values, in memory of this worker's own)."""
+        import torch
+
+        return [torch.Tensor.clone(v) if isinstance(v, torch.Tensor) and self._shared(v) is not None else v
+                for v in values]
+
     def _laid_out(self, values: list[Any], layouts: list[Any]) -> list[Any]:
         """Each input viewed in its layout; a view of a device-route tensor is of a copy (the pool is the parent's)."""
         import torch
@@ -404,7 +411,9 @@ class Worker:
             k = verify.refresh_set
             refresh = {"set": k, "outputs": self._describe(verify.refreshed, expect, sets[k])}
         sets_after = [self._after(s, sh, p) for s, sh, p in zip(sets, shapes, pristine, strict=True)]
-        self.timed_sets = sets
+        # On the device route the sets are views of the pool, which the next request (the burst's
+        # edits, a larger reply area) overwrites or replaces: the burst gets its own copies.
+        self.timed_sets = [self._own(s) for s in sets] if self._on_device_route else sets
         context: dict[str, Any] = {"sets": sets, "timing": result}
         if self.findings_hook is not None:  # the guards' own calls: through the same call path
             context["memo"] = yield from worker_probe(context)

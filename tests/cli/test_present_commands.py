@@ -35,7 +35,7 @@ def recordset() -> rf.RecordSet:
 
 def _cpu(d: dict) -> dict:
     return {**d, "gpu_spec": "cpu_estimate", "roof": "estimate", "device": "AMD EPYC 9654", "solution": "my_cpu",
-            "sol": 0.01, "time_s": d["t_ideal_s"] / 0.01}
+            "sol": 0.01, "time_s": d["t_ideal_s"] / 0.01, "timing": {**d["timing"], "median_s": d["t_ideal_s"] / 0.01}}
 
 
 HOSTILE_LINES = [

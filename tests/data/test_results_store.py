@@ -18,7 +18,8 @@ def record(**fields) -> dict:
     """A valid record (a failed one: no time or SOL needed), with ``fields`` changed or added."""
     base = {"problem": "toy.add", "workload": "w", "solution": "cand", "status": "INCORRECT", "device": "cpu",
             "gpu_spec": "cpu_estimate", "time_s": None, "sol": None, "flops": 0, "bytes": 8, "t_ideal_s": 1e-9,
-            "bound": "memory", "timestamp": "2026-11-30T00:00:00+00:00", "solbench_version": "0.1.0"}
+            "bound": "memory", "timestamp": "2026-11-30T00:00:00+00:00", "solbench_version": "0.1.0",
+            "reason": "wrong output"}
     return {**base, **fields}
 
 
@@ -91,8 +92,8 @@ HOSTILE = {
     "two wrong fields": (json.dumps(record(device=1, bytes=[])),
                          "not a valid record: device: Input should be a valid string (and 1 more), line skipped"),
     "an array": ("[1, 2]", "not a result record, line skipped"),
-    "a sol on a failed record": (json.dumps(record(sol=0.5)), "not a valid record: time_s and sol must "
-                                 "be null unless status is PASSED, line skipped"),
+    "a sol on a failed record": (json.dumps(record(sol=0.5)), "not a valid record: status INCORRECT: time_s "
+                                 "and sol must be null unless PASSED, line skipped"),
     "an escape sequence as a key": (json.dumps(record(**{"\ud800\x1b[2J": 1})), "not a valid record: Input should "
                                     "be a valid string, unable to parse raw data as a unicode string, line skipped"),
 }

@@ -357,15 +357,18 @@ def test_an_exception_on_a_legal_layout_fails_the_round(tmp_path):
 def _record(correctness: dict) -> ResultRecord:
     return ResultRecord(problem="p.q", workload="w", solution="s", status="INCORRECT", device="cpu", gpu_spec=None,
                         time_s=None, sol=None, flops=1, bytes=1, t_ideal_s=1e-9, bound="memory",
-                        timestamp="2026-12-02T00:00:00+00:00", solbench_version="0", correctness=correctness)
+                        timestamp="2026-12-02T00:00:00+00:00", solbench_version="0", correctness=correctness,
+                        reason="wrong")
 
 
 def test_the_record_types_its_edge_report():
-    rec = _record({"edge": {"run": [{"name": "zeros", "shape": "small", "axes": {"N": 2}}], "skipped": [],
-                            "failed": []}})
-    assert rec.correctness["edge"]["run"][0]["reason"] is None
-    with pytest.raises(ValueError):
+    entry = {"name": "zeros", "shape": "small", "axes": {"N": 2}, "reason": None}
+    rec = _record({"edge": {"run": [entry], "skipped": [], "failed": []}})
+    assert rec.correctness["edge"]["run"] == [entry]
+    with pytest.raises(ValueError, match="name"):
         _record({"edge": {"run": [{"shape": "small"}]}})  # a round without a name
+    with pytest.raises(ValueError, match="extra"):
+        _record({"edge": {"run": [entry | {"note": "x"}]}})  # a key the record does not declare
     assert _record({"rounds": []}).correctness == {"rounds": []}  # records of older runs load as they are
 
 

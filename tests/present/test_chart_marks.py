@@ -187,5 +187,5 @@ def test_environment_and_timing_read_as_labels_with_units(frame):
     labels = re.findall(r"<dt[^>]*>([^<]*)</dt>", env)
     assert labels and not [x for x in labels if re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", x)]  # no dotted keys
     assert "NVIDIA driver" in labels and "L2 flush size" in labels
-    assert re.search(r'<dt title="timing.l2_flush_bytes">L2 flush size</dt><dd>126 MB</dd>', env)
-    assert re.search(r'<dt title="telemetry.sm_clock_mhz.min">sm clock, min</dt><dd>1485 MHz</dd>', env)
+    assert re.search(r'<dt title="timing.flush_bytes">L2 flush size</dt><dd>126 MB</dd>', env)
+    assert re.search(r'<dt title="telemetry.sm_min_mhz">SM clock, lowest</dt><dd>1485 MHz</dd>', env)

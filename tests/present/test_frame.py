@@ -45,7 +45,8 @@ def test_one_row_per_record_with_nested_fields_flattened(results_file, recordset
     row = df.iloc[0]
     assert row["timing.method"] == first.timing["method"]
     assert row["environment.driver"] == first.environment["driver"]
-    assert row["telemetry.sm_clock_mhz.min"] == first.telemetry["sm_clock_mhz"]["min"]
+    assert row["telemetry.sm_min_mhz"] == first.telemetry["sm_min_mhz"]
+    assert row["environment.packages.torch"] == first.environment["packages"]["torch"]
     assert row["axes.T"] == first.axes["T"]
     assert row["source"].endswith("run.jsonl:1")
 
@@ -53,7 +54,7 @@ def test_one_row_per_record_with_nested_fields_flattened(results_file, recordset
 def test_bad_lines_are_warned_and_skipped(results_file, recordset):
     good = json.loads(results_file.read_text().splitlines()[0])
     passed_without_time = {**good, "status": "PASSED", "time_s": None, "sol": None}
-    passed_at_zero = {**good, "status": "PASSED", "time_s": 0.0, "sol": 0.0}
+    passed_at_zero = {**good, "status": "PASSED", "time_s": 0.0, "sol": 0.0, "reason": None, "timing": {}}
     unknown_status = {**good, "status": "EXPLODED"}
     with open(results_file, "a") as fh:
         fh.write("this is not json\n")

@@ -247,3 +247,48 @@ def test_timing_request_over_a_simulated_pool_returns_every_output_and_names_the
         assert outs is None or torch.equal(outs[0]["data"], f(*sets[i]))
     assert [k["sample"] for k in reply["kept"]] == [0, 2]
     assert torch.equal(reply["kept"][0]["outputs"][0]["data"], f(*sets[0]))
+
+
+def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what_the_pool_holds_next(simulated_pool):
+    """The burst's request (its edits) is copied into the same pool as the timing's sets: the worker's
+    burst must run on copies of the sets as the timing left them (H200, 2026-12-02: honest SDPA and
+    scaled_mm candidates were INCORRECT or hit illegal memory accesses in their bursts)."""
+    import torch
+
+    import solbench.timing as timing
+    from solbench.worker.devwire import ParentPool
+    from solbench.worker.main import Worker
+
+    f = lambda x, y: torch.add(y, x, alpha=2)  # noqa: E731
+    worker = Worker(timing, None)
+    worker.run, worker.pool = f, WorkerPool()
+    parent = ParentPool(0)
+    sets = [[torch.randn(64, 32), torch.randn(64, 32)] for _ in range(2)]
+    expect = [{"shape": [64, 32], "dtype": "float32"}]
+    timing_request = {"op": "time", "sets": sets, "expect": expect,
+                      "config": {"device": "cpu", "budget_s": 0.02, "min_samples": 4, "max_samples": 8, "warmup_s": 0.0}}
+    calls = 2
+    # No edits at all: every call's output is f of its timed set. The request (small enough for the
+    # same pool) has a tensor that covers the first set's place in the pool with its values.
+    filler = torch.full((2, 64, 32), 1e6)
+    burst = {"op": "burst", "calls": calls, "expect": expect,
+             "edits": [{"input": 0, "calls": torch.zeros(0, dtype=torch.int64),
+                        "index": torch.zeros(0, 1, dtype=torch.int64), "values": torch.zeros(0, 1)}],
+             "filler": filler}
+    a, b = socket.socketpair()
+    with a, b:
+        deadline = time.monotonic() + 30
+        for header in (timing_request, {"op": "burst_prepare", "calls": calls, "expect": expect}, burst):
+            parent.send(a, header, deadline)
+            worker.pool.begin()
+            msg = recv_message(b, deadline, device=worker.pool)
+            handler = worker.burst_prepare if header["op"] == "burst_prepare" else worker.handle
+            encoded = worker.pool.encode(handler(msg))
+            worker.pool.send(b, encoded, deadline)
+            reply = parent.resolve(recv_message(a, deadline, 1 << 24, device=parent))
+            assert reply["ok"] is True, reply
+    assert parent.chunk == 1, "the same pool"
+    assert bool((parent.mapping.tensor(0, filler.numel() * 4).view(torch.float32) == 1e6).all()), "overwritten"
+    stacked = reply["stacked"][0]
+    for c in range(calls):
+        assert torch.equal(stacked[c], f(*sets[c % 2])), c
