@@ -204,9 +204,16 @@ def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
     summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s}, _expect(cases), "cpu",
                                        deadline, observe)
     assert verdict is None and summary["passed"], summary
-    summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10}, _expect(cases),
-                                       "cpu", deadline, observe)
-    assert verdict is not None and verdict.status == Status.REWARD_HACK and not summary["passed"]
+    for _ in range(3):  # a busy machine concludes nothing (MAX_OUTSIDE_SHARE): try again, then say so
+        summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10},
+                                           _expect(cases), "cpu", deadline, observe)
+        crowded = [a["outside_share"] for a in summary["attempts"] if a["outside_share"] > burst.MAX_OUTSIDE_SHARE]
+        if verdict is not None or len(crowded) < len(summary["attempts"]):
+            break
+    else:
+        pytest.skip(f"other processes took {min(crowded):.0%} of the cores or more in every burst: a CPU burst "
+                    "concludes nothing then, by design")
+    assert verdict is not None and verdict.status == Status.REWARD_HACK and not summary["passed"], summary["attempts"]
     assert len(summary["attempts"]) == burst.ATTEMPTS and "parent-clocked" in verdict.reason
     assert all(a["ratio"] < burst.MIN_RATIO["cpu"] for a in summary["attempts"])
 
