@@ -188,3 +188,19 @@ def test_a_workers_findings_reach_the_record_as_findings_only():
     assert found == [{"kind": "output_alias", "status": "INCORRECT", "reason": "out is x", "details": {}}]
     with pytest.raises(MalformedReply):
         evaluation._findings({"findings": ["text"]})
+
+
+def test_the_cost_summary_and_the_git_facts_are_declared():
+    from solbench.data.cost import Cost, cost_summary
+    from solbench.data.record_parts import CostSummary, GitInfo
+    from solbench.engine import provenance
+
+    _, summary = cost_summary(SimpleNamespace(name="p.q", cost="reference.py:cost"), [Cost(10, 20), Cost(30, 40)])
+    assert CostSummary.model_validate(summary).flops_max == 30
+    git = provenance.candidate_git(__file__, "record-keys")  # this repository's checkout
+    if git is not None:
+        GitInfo.model_validate(git)
+    src = inspect.getsource(provenance._repo_info.__wrapped__)
+    written = set(re.findall(r'info\["(\w+)"\]', src)) | set(re.findall(r'"(\w+)": commit', src))
+    assert {"commit", "dirty", "committed_at", "branch", "dirty_note"} == written
+    assert written <= set(GitInfo.model_fields)
