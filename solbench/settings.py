@@ -54,6 +54,7 @@ NCU_REPORT_WAIT_S = 120.0  # ncu writes its report after the worker exits: repla
 NCU_EXPORT_TIMEOUT_S = 120.0  # `ncu --import ... --page raw`
 
 # --- the submission service (solbench serve / submit) ----------------------------------------------
+SERVE_DB = "sqlite:///solbench-serve/serve.db"  # the service's database unless --db names one
 SERVE_LEASE_S = 30.0  # a running submission without a heartbeat this long goes back to the queue
 SERVE_POLL_S = 0.25  # how often an idle scorer looks for work
 SERVE_STOP_WAIT_S = 20.0  # how long a stopping scorer waits for its jobs

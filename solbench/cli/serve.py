@@ -13,7 +13,7 @@ from solbench.cli._common import console, echo, err_console, plain, run_settings
 from solbench.cli.engine import progress_line, results_tables
 from solbench.data import Status, read_record
 from solbench.errors import SolbenchError
-from solbench.settings import SERVE_LEASE_S
+from solbench.settings import SERVE_DB, SERVE_LEASE_S
 
 serve_app = typer.Typer(help="The submission service: an HTTP API, a durable queue, a database and a live "
                              "leaderboard in front of the engine (needs `pip install \"solbench\\[serve]\"`).",
@@ -26,9 +26,7 @@ DB_HELP = "database: sqlite:///PATH (default sqlite:///solbench-serve/serve.db) 
 
 
 def _db_option() -> typer.Option:
-    from solbench.serve import DEFAULT_DB
-
-    return typer.Option(DEFAULT_DB, "--db", help=DB_HELP)
+    return typer.Option(SERVE_DB, "--db", help=DB_HELP)
 
 
 @serve_app.callback()

@@ -85,17 +85,34 @@ def _set_bytes(values: Sequence[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if type(v) is torch.Tensor)
 
 
+def _copy_and_drop(values: Sequence[Any]) -> None:
+    """A copy of the set, dropped at once (before the call: nothing for a super-batcher to find).
+
+    On a CPU the first call after milliseconds of other work (a copy of a big set, even a sleep) is
+    slow whatever its inputs: the candidate's code and the dispatcher's data went cold (measured on a
+    2-core VM: a 1-row gather from a 32 MB table 3-10 us when called back to back, 80-150 us right after
+    the copy). Each fresh call follows its copy, so each repeat call follows one too; otherwise that
+    gap alone read as a 10-20x memoization speed-up on honest tiny ops over big inputs. A memoizer's
+    cache hit costs about as much either way, so it still stands apart where its real work takes
+    longer than about twice that gap (the in-place edits between timed samples catch the rest)."""
+    copies = [v.clone() for v in values if type(v) is torch.Tensor]
+    del copies
+
+
 def _probe_round(inputs: Sequence[Any], count: int, gen: torch.Generator, kept: list[list[Any]], dev: str,
                  flush: torch.Tensor | None) -> Generator[list[Any], Any, tuple[float, float]]:
     """(fastest call on the set itself, fastest call on a fresh copy), alternating the two.
 
     Each copy is made just before its call (a super-batcher cannot precompute an input that does
-    not exist yet) and kept in ``kept`` afterwards (no later copy reuses its address).
+    not exist yet) and kept in ``kept`` afterwards (no later copy reuses its address). On a CPU each
+    repeat call follows a copy as well (:func:`_copy_and_drop`).
     """
     repeat, fresh = [], []
     for _ in range(count):
         if dev == "cuda":
             _synchronize()
+        else:
+            _copy_and_drop(inputs)
         repeat.append((yield from _time_once(list(inputs), dev, flush)))
         args = fresh_copy(inputs, gen)
         kept.append(args)

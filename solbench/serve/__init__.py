@@ -10,7 +10,6 @@ from solbench._lazy import lazy_getattr
 _HOME = {
     "Limits": "app",
     "Client": "client",
-    "DEFAULT_DB": "server",
     "ServeConfig": "server",
     "open_store": "server",
     "queue_baselines": "server",

@@ -14,15 +14,14 @@ from solbench.errors import SolbenchError
 from solbench.serve.app import Limits, create_app, library_by_name
 from solbench.serve.scorer import Scorer, ScorerSettings
 from solbench.serve.store import Store
-from solbench.settings import SERVE_LEASE_S, SERVE_SHUTDOWN_GRACE_S
+from solbench.settings import SERVE_DB, SERVE_LEASE_S, SERVE_SHUTDOWN_GRACE_S
 
-DEFAULT_DB = "sqlite:///solbench-serve/serve.db"
 DEFAULT_PORT = 8000
 
 
 @dataclass
 class ServeConfig:
-    db: str = DEFAULT_DB
+    db: str = SERVE_DB
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     settings: dict[str, Any] = field(default_factory=dict)

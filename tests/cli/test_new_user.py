@@ -48,6 +48,20 @@ def test_run_help_words():
     assert re.search(r"--rounds\s+N\b", res.output) and "PROBLEMS" in res.output
 
 
+# What the extras bring (pyproject's optional-dependencies): a plain `pip install solbench` has none of them.
+EXTRAS = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "ray", "triton", "pynvml", "cupy", "cuda",
+          "safetensors")
+
+
+def test_the_cli_starts_without_any_extra_installed():
+    """Every command module is imported at start (registration), so one command shows that all of them load."""
+    blocked = f"import sys\nfor m in {EXTRAS!r}: sys.modules[m] = None\nfrom solbench.cli import main\nmain()"
+    res = subprocess.run([sys.executable, "-c", blocked, "specs"], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+
+
 def test_did_you_mean_prefers_a_name_cut_short_then_near_misses():
     assert did_you_mean("h200", ["h200_sxm", "b200", "h200_nvl", "l4"]) == " (did you mean 'h200_nvl' or 'h200_sxm' or 'b200'?)"
     assert "'llama3_1_8b.rmsnorm'" in did_you_mean("rmsnorm", ["llama3_1_8b.rmsnorm", "llama3_1_8b.rope"])

@@ -244,6 +244,17 @@ def test_memoization_probe_passes_honest_code_and_flags_a_cache() -> None:
     assert found is not None and found.kind == "memoization" and found.status == REWARD_HACK
 
 
+def test_memoization_probe_passes_a_tiny_honest_lookup_into_a_big_table() -> None:
+    """A 1-row gather from an 8 MB table: microseconds back to back, about 0.1 ms right after
+    milliseconds of copying on a CPU. The fresh calls follow their copies; the repeat calls must
+    meet the same machine, or the gap reads as a 10-20x memoization speed-up (seen on embedding)."""
+    g = torch.Generator().manual_seed(2)
+    args = [torch.randint(0, 1024, (1,), generator=g), torch.randn(1024, 4096, generator=g).to(torch.bfloat16)]
+    gather = torch.nn.functional.embedding
+    _median_time(gather, args)  # warm
+    assert memoization_probe(gather, args, _median_time(gather, args, n=51)) is None
+
+
 def test_memoization_probe_ignores_a_crashing_probe() -> None:
     calls = {"n": 0}
 

@@ -17,11 +17,6 @@ pytestmark = pytest.mark.slow  # every problem of the library through a worker: 
 
 # Seen failing on a loaded 2-core machine (2026-12-02), for reasons other than the roof, each open:
 KNOWN_CPU_FAILURES = {
-    # the memoization probe: a fresh copy of a big table or cache is cold in the CPU's caches, the set
-    # called again is hot, so honest calls on new inputs read 5-50x slower (guards.memo, on a CPU)
-    "llama3_1_8b.embedding": "REWARD_HACK from the memoization probe",
-    "llama3_1_8b.kv_cache_append": "REWARD_HACK from the memoization probe",
-    "gemma2_9b.attention_decode_softcap": "REWARD_HACK from the memoization probe",
     # bf16 at the small test axes: 15 of 24576 elements just outside atol 0.01
     "deepseek_v3.mla_paged_decode": "INCORRECT by a hair at the test axes",
     # dq of 3% elements off after the in-place edit of a timed set (inputs that depend on each other)
