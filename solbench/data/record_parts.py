@@ -217,9 +217,9 @@ class BurstAttempt(_Strict):
     ok: bool = _req("not conclusive, or the ratio at least min_ratio")
     edited_calls: int = _req("calls whose inputs the parent edited before them")
     outside: OutsideView | None = _f("what the parent saw from outside over the burst")
-    judged_by: str | None = _f("'device' (NVML's busy time) or why nothing was concluded (GPU, second burst)")
+    judged_by: str | None = _f("'device' (NVML's busy time) or why nothing was concluded (GPU, second burst; records before NVML was found no device-busy time)")
     per_call_device_s: float | None = _f("the device's busy time per call, less the harness's kernels")
-    harness_device_s: float | None = _f("device time of the harness's own kernels per call")
+    harness_device_s: float | None = _f("device time of the harness's own kernels per call (records before NVML was found no device-busy time)")
     ratio_device: float | None = _f("claimed median / per_call_device_s")
     checked_calls: list[int] = _req("calls whose outputs were checked (chosen after the reply)")
 

@@ -437,7 +437,7 @@ class Worker:
         staged = stage_edits(sets, msg.get("edits"), calls)
         buffers, self.burst_buffers = self.burst_buffers, None
         self._sync()
-        misfits = yield from burst_plan(sets, calls, staged, buffers)
+        misfits = yield from burst_plan(sets, calls, staged, buffers, self._sync if self.device.startswith("cuda") else None)
         self._sync()
         expect = msg["expect"]
         if not buffers:

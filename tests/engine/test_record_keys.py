@@ -111,14 +111,14 @@ def test_a_burst_and_the_outside_view_as_the_engine_writes_them_are_declared():
     outside = report.attempts[0].outside
     assert outside is not None and outside.cores == len(os.sched_getaffinity(0)) and outside.outside_cpu_s >= 0
     assert 0 <= report.attempts[0].outside_share
-    # A GPU's second attempt: the device's verdict and NVML's view join the attempt.
+    # A GPU's attempt: NVML's view and its reading per call join the attempt.
     observer = object.__new__(Observer)
     observer.nvml, observer.handle, observer.pid = _fake_nvml(), None, 7
     view = observer._device_view(0, 1.0)
     NvmlView.model_validate(view)
     attempt = dict(summary["attempts"][0], outside=dict(summary["attempts"][0]["outside"], nvml=view))
-    burst.judge_device(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100, harness_s=1e-7)
-    assert attempt["judged_by"] == "device"
+    burst.note_device(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100)
+    assert attempt["ratio_device"] > 0
     BurstAttempt.model_validate(attempt)
 
 
