@@ -23,10 +23,10 @@ times the request with its own clock:
   below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a second miss makes the
   record REWARD_HACK;
 * on a GPU each call is followed by a device synchronisation (its work on any stream done before its
-  output is kept, as in the rounds and the timing), and a burst is judged by its whole wall time
-  where that is at least ``GPU_MIN_CALL_S`` per call; below it a call is bound by host work the
-  timer rightly leaves out, and nothing is concluded. NVML's view is kept with each attempt as
-  information (its utilisation is no device-busy time: measured on the H200).
+  output is kept, as in the rounds and the timing). Below ``GPU_MIN_CALL_S`` per call a call is
+  bound by host work the timer rightly leaves out, and nothing is concluded; above it a claim is
+  rejected where both the wall time and NVML's reading per call (utilisation x wall / n, which
+  resolves an honest kernel's idle gaps at that length) put it below ``MIN_RATIO``.
 
 It bounds the claim by what the worker demonstrably sustains, under the parent's clock, on inputs it
 could not predict: a claim can be at most 1 / MIN_RATIO times faster than that (docs/security.md,
@@ -73,6 +73,8 @@ MAX_OUTSIDE_SHARE = 0.25
 # read 30-245 us per call back to back (ratios 0.05-0.14), and NVML's utilisation, which counts any
 # kernel in its sampling period, read them as busy as that (0.05-0.13: not a device-busy time).
 GPU_MIN_CALL_S = 1e-3
+MIN_NVML_SAMPLES = 3  # NVML's utilisation samples a GPU verdict needs (one about every 1/6 s)
+GPU_SECOND_BURST_S = 1.0  # a GPU's second burst lasts this long at the first one's pace: enough samples
 ATTEMPTS = 2
 
 Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
@@ -294,16 +296,25 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
             "ok": not conclusive or ratio >= MIN_RATIO[device_type]}
 
 
-def note_device(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], calls: int) -> None:
-    """On a GPU, what NVML's utilisation says per call (mean utilisation x wall time / n), kept with the
-    attempt as information only: it counts any kernel in its sampling period, so a host-bound honest
-    call reads as busy as its wall time (H200, 2026-12-02), and it decides nothing."""
+def judge_gpu(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], calls: int) -> None:
+    """On a GPU, NVML's reading per call (mean utilisation x wall time / n) joins the wall time's verdict:
+    a claim is rejected only where both are below ``MIN_RATIO``. NVML counts any kernel in its sampling
+    period, so it reads a host-bound call of tens of microseconds as busy as its wall time (H200,
+    2026-12-02), but at a millisecond a call it resolves an honest short kernel's idle gaps (0.39 for a
+    16 us kernel at 1 ms a call, where the wall time read 0.016), and a forger's device is busy all
+    along. Where NVML saw fewer than ``MIN_NVML_SAMPLES`` samples nothing is concluded."""
     nvml = seen.get("nvml") or {}
-    busy = nvml.get("device_busy_s")
-    if not busy or nvml.get("device_util_samples", 0) < 1:
+    samples = nvml.get("device_util_samples", 0)
+    busy = nvml.get("device_busy_s") or 0.0
+    if samples >= 1:
+        per_call = max(busy / calls, 1e-12)
+        result.update(per_call_device_s=per_call, ratio_device=claimed_s / per_call)
+    if not result["conclusive"] or result["ok"]:
         return
-    per_call = max(busy / calls, 1e-12)
-    result.update(per_call_device_s=per_call, ratio_device=claimed_s / per_call)
+    if samples < MIN_NVML_SAMPLES:
+        result.update(judged_by="nothing: NVML saw too little of the burst", conclusive=False, ok=True)
+    elif result["ratio_device"] >= MIN_RATIO["cuda"]:
+        result.update(judged_by="device", ok=True)
 
 
 def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
@@ -331,10 +342,18 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     if seen:
         result["outside"] = seen
     if device_type == "cuda":
-        note_device(result, claimed, seen, calls)
+        judge_gpu(result, claimed, seen, calls)
     outputs = call_outputs(reply, calls, expect, device_type)
     result["checked_calls"], failure = check_calls(cases, plan, samples, bursts, outputs, device_type)
     return result, failure
+
+
+def _second_calls(first: dict[str, Any], out_bytes: int) -> int:
+    """A GPU's second burst: ``GPU_SECOND_BURST_S`` at the first one's wall time per call (NVML's samples
+    need that long), within the caps on calls and on the outputs kept."""
+    want = math.ceil(GPU_SECOND_BURST_S / max(first["wall_s"] / first["calls"], 1e-9))
+    room = OUTPUT_BUDGET_BYTES["cuda"] // max(out_bytes, 1)
+    return max(1, min(max(first["calls"], want), MAX_CALLS, room))
 
 
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
@@ -353,6 +372,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     summary: dict[str, Any] = {"claimed_s": claimed, "attempts": attempts}
     bursts: list[BurstPlan] = []
     for attempt in range(ATTEMPTS):
+        if attempts and device_type == "cuda":
+            calls = _second_calls(attempts[-1], out_bytes)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
                                      observe)

@@ -211,21 +211,34 @@ def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
     assert all(a["ratio"] < burst.MIN_RATIO["cpu"] for a in summary["attempts"])
 
 
-def test_a_gpu_burst_concludes_only_where_calls_are_long_and_nvml_decides_nothing():
-    # H200, 2026-12-02: an honest 5.5 us addmm ran 55 us per call back to back (host-bound): nothing concluded
-    host_bound = burst.judge(5.5e-6, 0.5, 1e-4, 9091, "cuda")
-    assert host_bound["ok"] and not host_bound["conclusive"] and host_bound["ratio"] < burst.MIN_RATIO["cuda"]
-    # calls of 2 ms: the wall time bounds the claim, a tenth of it is rejected, the truth passes
-    assert not burst.judge(2e-4, 0.2, 1e-4, 100, "cuda")["ok"]
-    assert burst.judge(2e-3, 0.2, 1e-4, 100, "cuda")["ok"]
-    # NVML's utilisation (any kernel in its period: a host-bound call reads busy) is kept, never decisive
-    result = {"ok": True, "conclusive": False}
-    seen = {"nvml": {"device_util_samples": 6, "device_util_mean": 0.9, "device_busy_s": 0.45}}
-    burst.note_device(result, 5.5e-6, seen, 9091)
-    assert result["ok"] and not result["conclusive"] and result["ratio_device"] == pytest.approx(0.111, rel=0.01)
-    unseen = {"ok": True}
-    burst.note_device(unseen, 1e-5, {}, 100)
-    assert unseen == {"ok": True}
+def _gpu(claimed_s: float, wall_s: float, calls: int, util: float | None, samples: int = 6) -> dict:
+    result = burst.judge(claimed_s, wall_s, 0.0, calls, "cuda")
+    seen = {} if util is None else {"nvml": {"device_util_samples": samples, "device_util_mean": util,
+                                             "device_busy_s": util * wall_s}}
+    burst.judge_gpu(result, claimed_s, seen, calls)
+    return result
+
+
+def test_a_gpu_burst_concludes_only_on_long_calls_where_the_wall_time_and_nvml_agree():
+    # H200, 2026-12-02: an honest 5.5 us addmm ran 55 us a call back to back and NVML read it ~100% busy:
+    # host-bound, nothing concluded
+    host_bound = _gpu(5.5e-6, 0.5, 9091, 1.0)
+    assert host_bound["ok"] and not host_bound["conclusive"] and host_bound["ratio_device"] < burst.MIN_RATIO["cuda"]
+    # an honest 16 us kernel at 1 ms a call (a loaded host): the wall time reads 0.016, NVML 0.4: passes
+    loaded = _gpu(16e-6, 3.0, 3000, 0.04)
+    assert loaded["ok"] and loaded["conclusive"] and loaded["judged_by"] == "device"
+    assert _gpu(16e-6, 3.0, 3000, 0.0)["ok"]  # a device NVML saw idle: nothing against the claim
+    # a forger claiming a tenth of 2 ms of device work: both below the threshold
+    forged = _gpu(2e-4, 0.2, 100, 1.0)
+    assert not forged["ok"] and forged["conclusive"] and forged["ratio_device"] == pytest.approx(0.1)
+    assert _gpu(2e-3, 0.2, 100, 1.0)["ok"]  # the truth passes on the wall time
+    # too few NVML samples (or none): a failing wall time concludes nothing on a GPU
+    for blind in (_gpu(2e-4, 0.2, 100, 1.0, samples=2), _gpu(2e-4, 0.2, 100, None)):
+        assert blind["ok"] and not blind["conclusive"]
+    # so a GPU's second burst lasts a second at the first one's pace, within the caps
+    assert burst._second_calls({"wall_s": 0.2, "calls": 100}, 1024) == 500
+    assert burst._second_calls({"wall_s": 0.05, "calls": 5000}, 1024) == burst.MAX_CALLS
+    assert burst._second_calls({"wall_s": 0.2, "calls": 100}, burst.OUTPUT_BUDGET_BYTES["cuda"] // 200) == 200
 
 
 def test_a_busy_machine_s_run_queue_wait_is_not_counted_against_an_honest_claim():

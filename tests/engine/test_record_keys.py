@@ -117,7 +117,7 @@ def test_a_burst_and_the_outside_view_as_the_engine_writes_them_are_declared():
     view = observer._device_view(0, 1.0)
     NvmlView.model_validate(view)
     attempt = dict(summary["attempts"][0], outside=dict(summary["attempts"][0]["outside"], nvml=view))
-    burst.note_device(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100)
+    burst.judge_gpu(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100)
     assert attempt["ratio_device"] > 0
     BurstAttempt.model_validate(attempt)
 
