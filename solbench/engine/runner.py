@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_records
+from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -319,7 +320,10 @@ class Runner:
                 harness.update({k: round(v, 6) for k, v in ledger.phases.items()})
                 harness["wall_s"] = round(ledger.wall(), 6)
             if self.output is not None:  # None: an executor's runner, whose driver writes
-                append_records(self.output, [record])
+                refused = append_record_checked(self.output, record)
+                if refused:
+                    print(refused, file=sys.stderr)
+                    return
             self.records.append(record)
             self.progress.record(record)
 
