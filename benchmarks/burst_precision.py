@@ -81,12 +81,22 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _made_by(records: list[dict[str, Any]], paths: list[Path]) -> dict[str, Any]:
+    """Where read records were made: their device and versions, not this machine's."""
+    env = (records[0].get("environment") or {}) if records else {}
+    return {"device": records[0].get("device") if records else None, "torch": env.get("torch"),
+            "commit": env.get("solbench"), "when": records[0].get("timestamp") if records else None,
+            "records_files": [p.name for p in paths]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None, help="cuda (default where present) or cpu")
     parser.add_argument("--problems", nargs="*", default=PROBLEMS)
     parser.add_argument("--workloads", nargs="*", default=[])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--records", type=Path, nargs="*", default=[],
+                        help="read the bursts of these results files (e.g. a library sweep's) instead of running")
     args = parser.parse_args()
     import torch
 
@@ -95,7 +105,9 @@ def main() -> None:
     records: list[dict[str, Any]] = []
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for problem in args.problems:
+        for path in args.records:
+            records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for problem in [] if args.records else args.problems:
             jsonl = Path(tmp) / f"{problem}.jsonl"
             seconds[problem] = _run(problem, device, args.workloads, jsonl)
             if jsonl.exists():
@@ -110,6 +122,7 @@ def main() -> None:
     result = {"device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu",
               "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
               "torch": torch.__version__, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              **(_made_by(records, args.records) if args.records else {}),
               "records": len(records), "seconds_per_problem": seconds, "summary": _summary(table),
               "summary_first_attempt": _summary([t for t in table if t["attempt"] == 1]),
               "not_passed": not_passed, "bursts": table}

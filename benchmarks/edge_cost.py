@@ -43,7 +43,7 @@ def main() -> None:
         result = api.run_problems([path], [eager], device=args.device, small=True, budget_s=args.budget, seed=1,
                                   output=Path(args.output).with_suffix(".jsonl"), workers_ahead=0)
         for r in result.records:
-            h = (r.model_extra or {}).get("harness") or {}
+            h = r.harness or {}
             edge = float(h.get("edge_s") or 0) + float(h.get("edge_prepare_s") or 0)
             wall = float(h.get("wall_s") or 0)
             edge_info = r.correctness.get("edge") or {}

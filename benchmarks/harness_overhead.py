@@ -53,7 +53,7 @@ class Clock:
     def record(self, record: ResultRecord) -> None:
         now = time.perf_counter()
         timed = float(sum(record.timing.get("samples_s") or []))
-        harness = (record.model_extra or {}).get("harness", {})
+        harness = record.harness or {}
         self.rows.append({
             "problem": record.problem, "workload": record.workload, "candidate": record.solution,
             "status": record.status, "wall_s": now - self._start, "timed_s": timed,

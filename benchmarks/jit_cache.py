@@ -39,7 +39,7 @@ class FirstRecords:
         self._start = time.perf_counter()
 
     def record(self, record: ResultRecord) -> None:
-        harness = (record.model_extra or {}).get("harness", {})
+        harness = record.harness or {}
         self.rows.append({"candidate": record.solution, "status": record.status,
                           "wall_s": time.perf_counter() - self._start, "first_call_s": harness.get("first_call_s"),
                           "load_s": harness.get("load_s"), "restored_bytes": harness.get("jit_cache_restored_bytes")})

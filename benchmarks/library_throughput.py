@@ -129,7 +129,7 @@ class Tally:
         self.started[f"{problem}/{workload}/{candidate}"] = time.perf_counter()
 
     def record(self, record: ResultRecord) -> None:
-        harness = (record.model_extra or {}).get("harness") or {}
+        harness = record.harness or {}
         wall = harness.get("wall_s")
         if wall is None:  # a record without one (an executor that could not finish it): this process's clock
             wall = time.perf_counter() - self.started.get(f"{record.problem}/{record.workload}/{record.solution}",

@@ -24,6 +24,8 @@ step() {
   "$@" > >(tee -a "$OUT/$name.log") 2>&1
   local rc=$?
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
+  # packed after every step: a call cut off by its limit still brings back what finished
+  tar czf "$OUT/results.tgz" results/h200 2>/dev/null
 }
 
 # `verify`: every GPU check of this round's issues, ~22 minutes in all; on the lent machine (10 minutes
@@ -33,6 +35,7 @@ step() {
 VERIFY_A="env throughput fidelity baselines"  # the library pass covers every workload of every shipped eager
 VERIFY_B="adversarial_gpu profile_throughput"
 VERIFY_C="evidence serve host_check"
+FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -40,6 +43,7 @@ for s in "$@"; do
     verify_a) STEPS+=($VERIFY_A) ;;
     verify_b) STEPS+=($VERIFY_B) ;;
     verify_c) STEPS+=($VERIFY_C) ;;
+    final_a) STEPS+=($FINAL_A) ;;
     *) STEPS+=("$s") ;;
   esac
 done
@@ -51,6 +55,11 @@ for s in "${STEPS[@]}"; do
       # on 5 problems, honest shipped candidates, every workload (time-boxed)
       step evidence timeout ${EVIDENCE_TIMEOUT:-240} python3 benchmarks/burst_precision.py \
         --out "results/h200/burst_precision_$STAMP.json" ;;
+    eager_lib)
+      # issues 29 and 27: every shipped torch_eager and library baseline at each problem's smallest and
+      # largest workload (the burst on the device route included), time-boxed, records as they finish
+      step eager_lib timeout ${LIB_TIMEOUT:-230} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+        --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 ${LIB_ARGS:-} ;;
     diag)
       # where a run hangs on the GPU: stacks of every Python process (py-spy) while two runs go
       step diag_baselines bash scripts/hang_probe.sh diag_baselines 75 30 60 -- python3 scripts/run_library.py \
@@ -64,7 +73,7 @@ for s in "${STEPS[@]}"; do
     serve)
       # issue 31: 20 submissions queued at once through `solbench submit --wait` (SQLite), wall and records/min
       step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "results/h200/serve_$STAMP.json" \
-        -n 20 --device cuda --budget 0.2 --timeout 150 ;;
+        -n 20 --device cuda --budget 0.2 --timeout ${SERVE_WAIT:-150} ;;
     host_check)
       # issue 27: problem code in the sandboxed host on CUDA (a cost-hook problem) and its overhead per case
       step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \

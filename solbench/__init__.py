@@ -12,12 +12,14 @@ Public API (the CLI is a thin layer over these)::
 from __future__ import annotations
 
 from solbench._version import __version__
-from solbench.data import HardwareSpec, Problem, ResultRecord, Status, detect_spec, load_problem, load_spec
 from solbench.errors import ProblemError, SolbenchError
 from solbench.worker import load_sibling
 
 # A small surface: what the README, the docs and candidate files use. Everything else is reached through
 # its layer (solbench.data, solbench.engine, solbench.present, ...) or solbench.api.
+# Problems, specs and records, lazy too: a worker or a problem host (which imports this package first)
+# does not pay for the record's models (pydantic) at every start.
+_DATA_NAMES = ("HardwareSpec", "Problem", "ResultRecord", "Status", "detect_spec", "load_problem", "load_spec")
 # The evaluation engine (check, time, score, record), imported lazily: it pulls in the runner.
 _ENGINE_NAMES = ("RunOptions", "RunResult", "demo", "run_problems")
 # Workloads' roofline points, lazy too: a problem's own code (cost hook, flops: auto) runs in its sandboxed host.
@@ -30,6 +32,10 @@ _PRESENT_NAMES = {"load_results": "frame", "Selection": "frame", "Leaderboard": 
 
 
 def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
+    if name in _DATA_NAMES:
+        from solbench import data
+
+        return getattr(data, name)
     if name in _ENGINE_NAMES:
         from solbench import api
 
@@ -47,17 +53,11 @@ def __getattr__(name: str) -> object:  # PEP 562: engine names load on first use
 
 __all__ = [
     "__version__",
+    *_DATA_NAMES,
     *_ENGINE_NAMES,
     *_PRESENT_NAMES,
     *_WORK_NAMES,
-    "HardwareSpec",
-    "Problem",
     "ProblemError",
-    "ResultRecord",
     "SolbenchError",
-    "Status",
-    "detect_spec",
-    "load_problem",
     "load_sibling",
-    "load_spec",
 ]

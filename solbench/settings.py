@@ -32,7 +32,6 @@ WARMUP_STABLE_REL = 0.02  # warm-up is over when the last 5 calls' median is thi
 FLUSH_L2_FACTOR = 2.0  # the L2 flush writes this many times the L2's size
 MIN_FLUSH_BYTES = 256 * 2**20  # the L2 flush when the L2's size is unknown (and the CUPTI cross-check's)
 GRAPH_THRESHOLD_S = 20e-6  # timing method auto picks graph below this first-estimate call time
-BURST_DEVICE_BUDGET_BYTES = 16 << 30  # most device memory a burst's rotated inputs and outputs take
 OUTPUT_SETTLE_S = 0.002  # how long a candidate's outputs must stay unchanged after a call
 
 # --- processes: workers, executors, tools -----------------------------------------------------------

@@ -73,6 +73,7 @@ _HOME = {
     "Status": "record",
     "read_record": "record",
     "append_records": "results",
+    "append_record_checked": "results",
     "read_records": "results",
     "Phase": "rollup",
     "RollupError": "rollup",

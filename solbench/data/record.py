@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from solbench.data.profile import Profile
 from solbench.data.record_parts import (
     Correctness,
+    CostSummary,
     Environment,
+    GitInfo,
     Harness,
     Telemetry,
     Timing,
@@ -45,16 +47,22 @@ class Baseline(BaseModel):
     version: str = Field(description="its installed version where the record was made ('unknown' if not found)")
 
 
-def _typed(model: type[BaseModel]) -> Any:
-    """A record field holding ``model``'s keys as the dict the engine filled, checked by ``model`` (an
-    undeclared key or a wrong type is an error at its path); its JSON Schema is the model's, field by field."""
+def _typed(model: type[BaseModel], nullable: bool = False) -> Any:
+    """A record field holding ``model``'s keys as the dict the engine filled (or null, when ``nullable``),
+    checked by ``model`` (an undeclared key or a wrong type is an error at its path); its JSON Schema is the
+    model's, field by field."""
 
     def check(value: Any, handler: Any) -> Any:
         value = handler(value)
-        model.model_validate(value)
+        if value is not None:
+            model.model_validate(value)
         return value
 
-    return Annotated[dict[str, Any], WrapValidator(check), WithJsonSchema(_inlined(model.model_json_schema()))]
+    schema = _inlined(model.model_json_schema())
+    if nullable:
+        return Annotated[dict[str, Any] | None, WrapValidator(check),
+                         WithJsonSchema({"anyOf": [schema, {"type": "null"}]})]
+    return Annotated[dict[str, Any], WrapValidator(check), WithJsonSchema(schema)]
 
 
 def _inlined(schema: Any, defs: dict[str, Any] | None = None) -> Any:
@@ -108,13 +116,13 @@ class ResultRecord(BaseModel):
     t_floor_s: float | None = Field(default=None, description="launch floor of the timing method: the least "
                                     "time an empty call reads (attainable SOL = max(t_ideal_s, t_floor_s) / time_s)")
     t_floor_basis: str | None = Field(default=None, description="where t_floor_s comes from (spec key or default)")
-    cost: dict[str, Any] | None = Field(default=None, description="when the problem's cost hook gave flops and "
-                                        "bytes: their mean over the timing sets, and the spread (source, hook, sets, "
-                                        "flops_min/max, bytes_min/max); null for formulas")
+    cost: _typed(CostSummary, nullable=True) = Field(default=None, description="when the problem's cost hook "
+                                                     "gave flops and bytes: their spread over the timing sets "
+                                                     "(flops and bytes are the mean); null for formulas")
     baseline: Baseline | None = Field(default=None, description="set for a library baseline: the reference "
                                       "point of the 'best known' columns; null for other candidates")
-    git: dict[str, Any] | None = Field(default=None, description="the candidate's git repository: commit, dirty, "
-                                       "commit time; null outside a repository")
+    git: _typed(GitInfo, nullable=True) = Field(default=None, description="the candidate's git repository: "
+                                                "commit, dirty, commit time; null outside a repository")
     device_index: int | None = Field(default=None, description="the GPU's index on its host, from an executor of "
                                      "`solbench run --gpus/--jobs/--cluster` (null: a plain run)")
     host: str | None = Field(default=None, description="the host of that executor")

@@ -19,8 +19,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _f(description: str, default: Any = None) -> Any:
-    return Field(default, description=description)
+def _f(description: str) -> Any:
+    """An optional field (absent or null: not measured, not applicable)."""
+    return Field(None, description=description)
+
+
+def _req(description: str) -> Any:
+    """A field every instance has."""
+    return Field(description=description)
 
 
 # --- timing ------------------------------------------------------------------------------------------------
@@ -83,10 +89,10 @@ class TimingDetails(_Strict):
 class TimingInterleave(_Strict):
     """``timing.interleave``: where the record sits in an interleaved run (``--interleave``)."""
 
-    round: int = _f("the round (1-based)")
-    of: int = _f("rounds in all")
-    order: list[str] = _f("the candidates in their order within a round")
-    cooldown_s: float = _f("seconds waited for the device to cool down before this record")
+    round: int = _req("the round (1-based)")
+    of: int = _req("rounds in all")
+    order: list[str] = _req("the candidates in their order within a round")
+    cooldown_s: float = _req("seconds waited for the device to cool down before this record")
 
 
 class Timing(_Strict):
@@ -118,12 +124,12 @@ class Timing(_Strict):
 class OutputComparison(_Strict):
     """One output compared with the reference (solbench.engine.correctness)."""
 
-    passed: bool = _f("within the tolerance")
+    passed: bool = _req("within the tolerance")
     reason: str | None = _f("what was wrong")
-    numel: int = _f("elements compared")
-    mismatches: int = _f("elements outside atol + rtol * |ref|")
-    mismatch_ratio: float = _f("mismatches / numel")
-    nonfinite_mismatches: int = _f("NaN or Inf where the reference is finite")
+    numel: int = _req("elements compared")
+    mismatches: int = _req("elements outside atol + rtol * |ref|")
+    mismatch_ratio: float = _req("mismatches / numel")
+    nonfinite_mismatches: int = _req("NaN or Inf where the reference is finite")
     max_abs_err: float | Literal["inf"] | None = _f("largest |out - ref| ('inf': unbounded; null: NaN)")
     max_rel_err: float | Literal["inf"] | None = _f("largest |out - ref| / |ref|")
     first_bad_index: list[int] | None = _f("index of the first mismatch")
@@ -134,20 +140,20 @@ class OutputComparison(_Strict):
 class RoundCheck(_Strict):
     """One correctness round: fresh inputs, every output compared."""
 
-    round: int = _f("the round (1-based)")
-    outputs: dict[str, OutputComparison] = _f("per output name")
+    round: int = _req("the round (1-based)")
+    outputs: dict[str, OutputComparison] = _req("per output name")
 
 
 class TimedCheck(_Strict):
     """``correctness.timed``: the re-check of outputs kept during timing (solbench.engine.verification)."""
 
-    sets: int = _f("timing sets")
-    outputs_checked: int = _f("timed outputs checked against the reference (last per set, kept samples, refresh)")
+    sets: int = _req("timing sets")
+    outputs_checked: int = _req("timed outputs checked against the reference (last per set, kept samples, refresh)")
     samples: int | None = _f("samples the worker timed")
     kept_samples: int | None = _f("samples whose outputs the parent chose to keep")
     edits_applied: int | None = _f("the parent's edits between samples that were applied")
     refresh_set: int | None = _f("the set refreshed with new data before one more call (1-based)")
-    passed: bool = _f("every check passed")
+    passed: bool = _req("every check passed")
 
 
 class EdgeRoundEntry(_Strict):
@@ -173,22 +179,22 @@ class EdgeReport(_Strict):
 class NvmlView(_Strict):
     """What NVML saw of the device over a window (solbench.guards.outside)."""
 
-    device_util_samples: int = _f("NVML's device utilisation samples in the window")
+    device_util_samples: int = _req("NVML's device utilisation samples in the window")
     device_util_mean: float | None = _f("their mean, 0..1")
     device_busy_s: float | None = _f("utilisation x wall time: the device's busy seconds")
-    context_pids: list[int] = _f("processes holding a context on the device (host pids)")
-    pids_visible: bool = _f("whether the worker's pid is among them (false: another pid namespace)")
-    process_sm_util: dict[int, int] = _f("per process: its highest SM utilisation sample, percent")
+    context_pids: list[int] = _req("processes holding a context on the device (host pids)")
+    pids_visible: bool = _req("whether the worker's pid is among them (false: another pid namespace)")
+    process_sm_util: dict[int, int] = _req("per process: its highest SM utilisation sample, percent")
 
 
 class OutsideView(_Strict):
     """What the parent saw of the worker from outside over one burst (solbench.guards.outside.Observer)."""
 
-    wall_s: float = _f("the window's wall time")
-    worker_cpu_s: float = _f("the worker's CPU time (its threads' run time)")
-    worker_wait_s: float = _f("its main thread's run-queue wait (runnable, another process had the core)")
-    other_cpu_s: float = _f("CPU time of its descendants (live, zombie or reaped)")
-    other_pids: list[int] = _f("descendants that used CPU")
+    wall_s: float = _req("the window's wall time")
+    worker_cpu_s: float = _req("the worker's CPU time (its threads' run time)")
+    worker_wait_s: float = _req("its main thread's run-queue wait (runnable, another process had the core)")
+    other_cpu_s: float = _req("CPU time of its descendants (live, zombie or reaped)")
+    other_pids: list[int] = _req("descendants that used CPU")
     cores: int | None = _f("the cores the worker may run on")
     outside_cpu_s: float | None = _f("those cores' busy time less the worker's and its descendants': other "
                                      "processes' work")
@@ -198,40 +204,40 @@ class OutsideView(_Strict):
 class BurstAttempt(_Strict):
     """One parent-clocked burst (solbench.engine.burst.judge)."""
 
-    calls: int = _f("calls back to back")
-    wall_s: float = _f("the request's wall time by the parent's clock")
-    rtt_s: float = _f("the least round trip of empty requests")
-    overhead_s: float = _f("the harness's own work per call (CPU), taken off")
-    overhead_share: float = _f("its share of the burst's time")
-    outside_share: float = _f("other processes' share of the worker's cores (CPU); above the limit: inconclusive")
-    per_call_s: float = _f("the parent's time per call")
-    ratio: float = _f("claimed median / per_call_s")
-    min_ratio: float = _f("the least ratio an honest candidate shows")
-    conclusive: bool = _f("whether the burst concludes anything")
-    ok: bool = _f("not conclusive, or the ratio at least min_ratio")
-    edited_calls: int = _f("calls whose inputs the parent edited before them")
+    calls: int = _req("calls back to back")
+    wall_s: float = _req("the request's wall time by the parent's clock")
+    rtt_s: float = _req("the least round trip of empty requests")
+    overhead_s: float = _req("the harness's own work per call (CPU), taken off")
+    overhead_share: float = _req("its share of the burst's time")
+    outside_share: float = _req("other processes' share of the worker's cores (CPU); above the limit: inconclusive")
+    per_call_s: float = _req("the parent's time per call")
+    ratio: float = _req("claimed median / per_call_s")
+    min_ratio: float = _req("the least ratio an honest candidate shows")
+    conclusive: bool = _req("whether the burst concludes anything")
+    ok: bool = _req("not conclusive, or the ratio at least min_ratio")
+    edited_calls: int = _req("calls whose inputs the parent edited before them")
     outside: OutsideView | None = _f("what the parent saw from outside over the burst")
-    judged_by: str | None = _f("'device' (NVML's busy time) or why nothing was concluded (GPU, second burst)")
+    judged_by: str | None = _f("'device' (NVML's busy time) or why nothing was concluded (GPU, second burst; records before NVML was found no device-busy time)")
     per_call_device_s: float | None = _f("the device's busy time per call, less the harness's kernels")
-    harness_device_s: float | None = _f("device time of the harness's own kernels per call")
+    harness_device_s: float | None = _f("device time of the harness's own kernels per call (records before NVML was found no device-busy time)")
     ratio_device: float | None = _f("claimed median / per_call_device_s")
-    checked_calls: list[int] = _f("calls whose outputs were checked (chosen after the reply)")
+    checked_calls: list[int] = _req("calls whose outputs were checked (chosen after the reply)")
 
 
 class BurstReport(_Strict):
     """``correctness.burst``: the parent-clocked bursts after the timing (docs/security.md)."""
 
-    claimed_s: float = _f("the median the parent recomputed from the raw samples")
-    attempts: list[BurstAttempt] = _f("one or two bursts")
+    claimed_s: float = _req("the median the parent recomputed from the raw samples")
+    attempts: list[BurstAttempt] = _req("one or two bursts")
     passed: bool | None = _f("the claim held (null: a burst's output check failed first)")
 
 
 class FindingEntry(_Strict):
     """A guard's finding (solbench.guards.findings.Finding)."""
 
-    kind: str = _f("the guard, e.g. 'other_process', 'output_alias'")
-    status: str = _f("REWARD_HACK or INCORRECT: what it makes the record")
-    reason: str = _f("one line")
+    kind: str = _req("the guard, e.g. 'other_process', 'output_alias'")
+    status: str = _req("REWARD_HACK or INCORRECT: what it makes the record")
+    reason: str = _req("one line")
     details: dict[str, Any] = Field(default_factory=dict, description="the guard's own evidence (its keys "
                                                                        "differ by guard)")
 
@@ -355,6 +361,29 @@ class Harness(HarnessPhases):
     jit_cache_restored_bytes: int | None = _f("bytes of JIT caches restored for the worker's first record")
     transport: str | None = _f("device or memfd: how tensors moved to the worker")
     transport_fallback: str | None = _f("why memfd, where device was asked for")
+
+
+# --- top-level details ---------------------------------------------------------------------------------------
+class CostSummary(_Strict):
+    """``cost``: the problem's cost hook over the timing sets (solbench.data.cost.cost_summary); null for formulas."""
+
+    source: Literal["hook"] = _req("where flops and bytes came from")
+    hook: str = _req("the hook, e.g. 'reference.py:cost'")
+    sets: int = _req("timing sets the hook was run on (the record's flops and bytes are their mean)")
+    flops_min: int = _req("the fewest FLOPs of a set")
+    flops_max: int = _req("the most FLOPs of a set")
+    bytes_min: int = _req("the fewest bytes of a set")
+    bytes_max: int = _req("the most bytes of a set")
+
+
+class GitInfo(_Strict):
+    """``git``: the candidate's repository (solbench.engine.provenance); null outside one."""
+
+    commit: str = _req("HEAD's commit")
+    dirty: bool | None = _f("tracked files changed since it (null: not checked)")
+    dirty_note: str | None = _f("why dirty was not checked")
+    committed_at: str | None = _f("the commit's time, ISO 8601")
+    branch: str | None = _f("the branch checked out")
 
 
 PARTS: dict[str, type[BaseModel]] = {"timing": Timing, "correctness": Correctness, "telemetry": Telemetry,

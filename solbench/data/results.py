@@ -66,6 +66,22 @@ def append_records(path: str | Path, records: Iterable[ResultRecord | dict[str, 
     return len(lines)
 
 
+def append_record_checked(path: str | Path, record: ResultRecord) -> str | None:
+    """Append one record; where it no longer validates (a hook or the harness added an undeclared key or
+    a wrong type), write nothing and return one line naming the record and the first error (a
+    harness bug to report), so a run goes on and its results file stays readable."""
+    from pydantic import ValidationError
+
+    try:
+        append_records(path, [record])
+    except ValidationError as err:
+        first = err.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(p) for p in first["loc"])[:120]
+        return (f"solbench: the record of {record.problem} {record.workload} {record.solution} was not written: "
+                f"{where}: {first['msg']} (a harness or hook bug: please report it)")
+    return None
+
+
 def read_records(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
     """All records from JSONL files or folders of them, as dicts with ``_source`` ("file:line").
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from solbench.data import HardwareSpec, ResultRecord, Status, append_records, load_problem
+from solbench.data import HardwareSpec, ResultRecord, Status, append_record_checked, load_problem
 from solbench.dispatch.items import WorkItem, record_key, split_plan
 from solbench.engine import (
     Evaluation,
@@ -224,7 +225,10 @@ class Driver:
             self.duplicates += 1  # a rerun's copy of a record already written
             return
         self.written.add(key)
-        append_records(self.output, [record])
+        refused = append_record_checked(self.output, record)
+        if refused:
+            print(refused, file=sys.stderr)
+            return
         self.records.append(record)
         self.progress.record(record)
 

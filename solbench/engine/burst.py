@@ -22,11 +22,11 @@ times the request with its own clock:
   The claimed time (the median the parent recomputed from the raw samples) is compared with it:
   below ``MIN_RATIO`` of it, the burst is run once more with new edits, and a second miss makes the
   record REWARD_HACK;
-* on a GPU the first burst is judged by its whole wall time (the harness's host work overlaps the
-  device's when the device is the bottleneck); the second lasts ``DEVICE_TARGET_S`` and, where NVML
-  saw enough of it, is judged by the device's busy time per call (utilisation x wall time / n) less
-  the device time of the harness's own kernels (traced here): a launch-bound candidate leaves the
-  device idle between calls, which the wall time counts and its timed spans do not.
+* on a GPU each call is followed by a device synchronisation (its work on any stream done before its
+  output is kept, as in the rounds and the timing). Below ``GPU_MIN_CALL_S`` per call a call is
+  bound by host work the timer rightly leaves out, and nothing is concluded; above it a claim is
+  rejected where both the wall time and NVML's reading per call (utilisation x wall / n, which
+  resolves an honest kernel's idle gaps at that length) put it below ``MIN_RATIO``.
 
 It bounds the claim by what the worker demonstrably sustains, under the parent's clock, on inputs it
 could not predict: a claim can be at most 1 / MIN_RATIO times faster than that (docs/security.md,
@@ -44,10 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from solbench.data import Status, make_inputs
-from solbench.engine.cases import WorkloadCases, available_memory, derive_seed, reference_outputs
+from solbench.engine.cases import WorkloadCases, derive_seed, reference_outputs
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
-from solbench.settings import BURST_DEVICE_BUDGET_BYTES
 from solbench.timing import bit_view
 
 TARGET_S = 0.05  # how long a burst lasts at the claimed time
@@ -68,11 +67,14 @@ MIN_WINDOW_S = 0.005
 # their cores read 10-100x slower back to back than the timing's median shows (measured: one busy
 # loop on 2 cores, 2026-12-02), which is the machine's doing, not the candidate's.
 MAX_OUTSIDE_SHARE = 0.25
-DEVICE_TARGET_S = 1.0  # a GPU's second burst: long enough for several NVML utilisation samples
-MAX_DEVICE_CALLS = 200_000
-MIN_NVML_SAMPLES = 3
-DEVICE_OVERHEAD_CALLS = 200  # calls of the harness's own loop traced in the parent (GPU)
-MIN_UTIL = 0.02  # below this the device did (almost) nothing NVML counts: judged by the wall time  # a shorter burst (outputs too large to keep enough calls) concludes nothing
+# On a GPU the wall time per call concludes only from this long up: below it an honest call is bound by
+# its host work (Python, launches, the harness's edit and copy), which the timer rightly leaves out and
+# nothing outside the worker can take off. Measured on the H200 (2026-12-02): honest 5-21 us kernels
+# read 30-245 us per call back to back (ratios 0.05-0.14), and NVML's utilisation, which counts any
+# kernel in its sampling period, read them as busy as that (0.05-0.13: not a device-busy time).
+GPU_MIN_CALL_S = 1e-3
+MIN_NVML_SAMPLES = 3  # NVML's utilisation samples a GPU verdict needs (one about every 1/6 s)
+GPU_SECOND_BURST_S = 1.0  # a GPU's second burst lasts this long at the first one's pace: enough samples
 ATTEMPTS = 2
 
 Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
@@ -233,8 +235,10 @@ def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, An
     outs = [torch.Tensor.clone(v) for v in cases.sets[0].expected.values()]
     out = outs[0] if len(outs) == 1 else tuple(outs)
 
+    sync = torch.cuda.synchronize if str(cases.device).startswith("cuda") else None
+
     def loop() -> None:
-        drive(burst_plan(sets, m, staged, buffers), lambda *args: out)
+        drive(burst_plan(sets, m, staged, buffers, sync), lambda *args: out)
         for b in buffers:
             torch.Tensor.clone(b)
 
@@ -257,21 +261,6 @@ def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str,
     return (clock() - t0) / m
 
 
-def harness_device_s(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]]) -> float | None:
-    """On a GPU, the device time of the harness's own kernels per burst call (the edit, the copies), from
-    a CUPTI trace of :func:`_harness_loop` in this process; None where the trace fails."""
-    from solbench.timing import DeviceTrace
-
-    m = min(bp.calls, DEVICE_OVERHEAD_CALLS)
-    loop = _harness_loop(cases, bp, expect, m)
-    try:
-        with DeviceTrace() as trace:
-            loop()
-        return sum(e["dur_us"] for e in trace.events()) * 1e-6 / m
-    except Exception:  # noqa: BLE001 - no profiler: the device's verdict stands without this correction
-        return None
-
-
 def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type: str,
           cpu_s: float | None = None, overhead_s: float = 0.0, wait_s: float | None = None,
           outside_share: float = 0.0) -> dict[str, Any]:
@@ -285,7 +274,8 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
     call (``overhead_s``, :func:`harness_overhead`) is taken off: it is not the candidate's. Where it is
     more than ``MAX_OVERHEAD_SHARE`` of the time, nothing is concluded; nor where other processes took
     more than ``MAX_OUTSIDE_SHARE`` of the worker's cores (``outside_share``, the kernel's count: a
-    candidate cannot raise it, whatever it starts is the worker's descendant).
+    candidate cannot raise it, whatever it starts is the worker's descendant). On a GPU nothing is
+    concluded below ``GPU_MIN_CALL_S`` per call (host-bound calls).
     """
     taken = min(rtt_s, RTT_SHARE * wall_s)
     busy = wall_s - taken
@@ -297,7 +287,8 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
     per_call = max(busy - overhead_s * calls, 1e-12) / calls
     ratio = claimed_s / per_call
     busy_machine = device_type == "cpu" and outside_share > MAX_OUTSIDE_SHARE
-    conclusive = wall_s >= MIN_WINDOW_S and share <= MAX_OVERHEAD_SHARE and not busy_machine
+    host_bound = device_type == "cuda" and per_call < GPU_MIN_CALL_S
+    conclusive = wall_s >= MIN_WINDOW_S and share <= MAX_OVERHEAD_SHARE and not busy_machine and not host_bound
     return {"calls": calls, "wall_s": wall_s, "rtt_s": rtt_s, "overhead_s": overhead_s, "overhead_share": share,
             "outside_share": outside_share, "per_call_s": per_call,
             "ratio": ratio,
@@ -305,27 +296,25 @@ def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type
             "ok": not conclusive or ratio >= MIN_RATIO[device_type]}
 
 
-def judge_device(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], calls: int,
-                 harness_s: float | None = None) -> None:
-    """On a GPU, where NVML saw enough of a long burst: judge the claim against the device's busy time
-    per call instead of the wall time (a launch-bound candidate leaves the device idle between calls,
-    which the wall time counts and the timed spans do not), less the device time of the harness's own
-    kernels per call (``harness_s``). Where NVML saw too little, nothing is concluded; where the device
-    was almost idle, work that does not show as a running kernel keeps the wall time's verdict."""
+def judge_gpu(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], calls: int) -> None:
+    """On a GPU, NVML's reading per call (mean utilisation x wall time / n) joins the wall time's verdict:
+    a claim is rejected only where both are below ``MIN_RATIO``. NVML counts any kernel in its sampling
+    period, so it reads a host-bound call of tens of microseconds as busy as its wall time (H200,
+    2026-12-02), but at a millisecond a call it resolves an honest short kernel's idle gaps (0.39 for a
+    16 us kernel at 1 ms a call, where the wall time read 0.016), and a forger's device is busy all
+    along. Where NVML saw fewer than ``MIN_NVML_SAMPLES`` samples nothing is concluded."""
     nvml = seen.get("nvml") or {}
-    busy = nvml.get("device_busy_s")
-    if nvml.get("device_util_samples", 0) < MIN_NVML_SAMPLES:
-        # No device view (no NVML, or too few samples): the wall time of a launch-bound candidate
-        # says nothing about its device time, so nothing is concluded (docs/security.md).
+    samples = nvml.get("device_util_samples", 0)
+    busy = nvml.get("device_busy_s") or 0.0
+    if samples >= 1:
+        per_call = max(busy / calls, 1e-12)
+        result.update(per_call_device_s=per_call, ratio_device=claimed_s / per_call)
+    if not result["conclusive"] or result["ok"]:
+        return
+    if samples < MIN_NVML_SAMPLES:
         result.update(judged_by="nothing: NVML saw too little of the burst", conclusive=False, ok=True)
-        return
-    if not busy or nvml.get("device_util_mean", 0) < MIN_UTIL:
-        return
-    per_call = max(busy / calls - (harness_s or 0.0), 1e-12)
-    ratio = claimed_s / per_call
-    conclusive = (harness_s or 0.0) <= MAX_OVERHEAD_SHARE * busy / calls
-    result.update(judged_by="device", per_call_device_s=per_call, harness_device_s=harness_s, ratio_device=ratio,
-                  conclusive=conclusive, ok=not conclusive or ratio >= MIN_RATIO["cuda"])
+    elif result["ratio_device"] >= MIN_RATIO["cuda"]:
+        result.update(judged_by="device", ok=True)
 
 
 def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
@@ -352,26 +341,19 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
     if seen:
         result["outside"] = seen
-    if device_type == "cuda" and bursts[-1].attempt > 0:
-        judge_device(result, claimed, seen, calls, harness_device_s(cases, bursts[-1], expect))
+    if device_type == "cuda":
+        judge_gpu(result, claimed, seen, calls)
     outputs = call_outputs(reply, calls, expect, device_type)
     result["checked_calls"], failure = check_calls(cases, plan, samples, bursts, outputs, device_type)
     return result, failure
 
 
-def _next_calls(result: dict[str, Any], calls: int, out_bytes: int, device_type: str, deadline: float,
-                free_bytes: int | None = None) -> int:
-    """The second burst's calls: as many on a CPU; on a GPU enough for ``DEVICE_TARGET_S`` at the wall
-    time per call the first one showed (NVML's samples need that long), up to ``MAX_DEVICE_CALLS``, their
-    outputs within ``BURST_DEVICE_BUDGET_BYTES`` and an eighth of the free device memory (``free_bytes``: the
-    worker's rows, the shared pool's and the parent's copies), and a third of the time left."""
-    if device_type != "cuda":
-        return calls
-    per_call = result["wall_s"] / calls
-    target = min(DEVICE_TARGET_S, max(deadline - time.monotonic(), 0.0) / 3)
-    budget = min(BURST_DEVICE_BUDGET_BYTES, (free_bytes if free_bytes is not None else BURST_DEVICE_BUDGET_BYTES * 8) // 8)
-    room = budget // max(out_bytes, 1)
-    return max(1, min(max(calls, math.ceil(target / max(per_call, 1e-9))), MAX_DEVICE_CALLS, room))
+def _second_calls(first: dict[str, Any], out_bytes: int) -> int:
+    """A GPU's second burst: ``GPU_SECOND_BURST_S`` at the first one's wall time per call (NVML's samples
+    need that long), within the caps on calls and on the outputs kept."""
+    want = math.ceil(GPU_SECOND_BURST_S / max(first["wall_s"] / first["calls"], 1e-9))
+    room = OUTPUT_BUDGET_BYTES["cuda"] // max(out_bytes, 1)
+    return max(1, min(max(first["calls"], want), MAX_CALLS, room))
 
 
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
@@ -390,9 +372,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     summary: dict[str, Any] = {"claimed_s": claimed, "attempts": attempts}
     bursts: list[BurstPlan] = []
     for attempt in range(ATTEMPTS):
-        if attempts:
-            free = available_memory(cases.device) if device_type == "cuda" else None
-            calls = _next_calls(attempts[-1], calls, out_bytes, device_type, deadline, free)
+        if attempts and device_type == "cuda":
+            calls = _second_calls(attempts[-1], out_bytes)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
                                      observe)
@@ -404,10 +385,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
             return summary, None
     last = attempts[-1]
     summary["passed"] = False
-    by_device = last.get("judged_by") == "device"
-    ratio, per_call = (last["ratio_device"], last["per_call_device_s"]) if by_device else (last["ratio"], last["per_call_s"])
-    what = "device-busy time per call (NVML)" if by_device else "parent-clocked time per call"
+    ratio, per_call = last["ratio"], last["per_call_s"]
     return summary, BurstVerdict(Status.REWARD_HACK, (
-        f"claimed median {claimed * 1e6:.4g} us is {ratio:.3g} x the {what} ({per_call * 1e6:.4g} us over a burst of "
+        f"claimed median {claimed * 1e6:.4g} us is {ratio:.3g} x the parent-clocked time per call ({per_call * 1e6:.4g} us over a burst of "
         f"{last['calls']} calls with inputs edited between calls, after {ATTEMPTS} bursts), below the "
         f"{MIN_RATIO[device_type]:g} an honest candidate shows"))

@@ -53,6 +53,13 @@ def default_in_flight(device: str, cores: int) -> int:
     return max(1, min(MAX_IN_FLIGHT, cores // 2))
 
 
+def default_hosts(in_flight: int, cores: int) -> int:
+    """Problem hosts a run keeps: one per two lanes (a problem's candidates share its cases, made
+    once), at most a quarter of the cores (each imports torch, holds a device context and makes
+    inputs and references on the CPU), at least one."""
+    return max(1, min(in_flight // 2, cores // 4))
+
+
 def record_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
     """A bound on the device memory one record in flight holds: the parent's rounds and two timing
     sets (inputs and reference outputs), the worker's copies and outputs, its context."""

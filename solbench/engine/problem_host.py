@@ -40,7 +40,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,6 +343,56 @@ def default_host() -> ProblemHost:
     if _DEFAULT is None:
         _DEFAULT = new_host()
     return _DEFAULT
+
+
+class HostPool:
+    """A run's problem hosts, shared by its lanes: at most ``size`` processes, each lent to one lane
+    at a time (a host serves one request at a time anyway), started on first use and kept for the
+    run. Every host may read every problem folder of the run (``folders``), as one host per lane did:
+    the same isolation, fewer processes importing torch (and holding a device context) at once."""
+
+    def __init__(self, make: Callable[[], ProblemHost], size: int):
+        self._make, self.size = make, max(1, size)
+        self._all: list[ProblemHost] = []
+        self._idle: list[ProblemHost] = []
+        self._gone = 0  # processes started by the hosts stopped by close()
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def lend(self, folders: Any) -> Iterator[ProblemHost]:
+        """A host for this lane's requests (one that is idle, else a new one while under ``size``,
+        else the next one given back)."""
+        with self._cond:
+            while not self._idle and len(self._all) >= self.size:
+                self._cond.wait()
+            host = self._idle.pop() if self._idle else self._make()
+            if host not in self._all:
+                self._all.append(host)
+        try:
+            yield host.expect(folders)
+        finally:
+            with self._cond:
+                kept = host in self._all  # not closed while lent
+                if kept:
+                    self._idle.append(host)
+                self._cond.notify()
+            if not kept:
+                host.close()
+
+    @property
+    def starts(self) -> int:
+        """Processes the pool's hosts started so far (those stopped included)."""
+        with self._cond:
+            return self._gone + sum(h.starts for h in self._all)
+
+    def close(self) -> None:
+        """Stop every host (a later request starts one again; a host lent now is stopped when given back)."""
+        with self._cond:
+            hosts, self._all, self._idle = self._all, [], []
+            self._gone += sum(h.starts for h in hosts)
+            self._cond.notify_all()
+        for host in hosts:
+            host.close()
 
 
 def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,

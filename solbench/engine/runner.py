@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_records
+from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -46,13 +48,14 @@ from solbench.engine.pipeline import (
     CasesCache,
     Lane,
     MemoryGate,
+    default_hosts,
     default_in_flight,
     memory_budget,
     record_bytes,
     run_lanes,
     timing_batch,
 )
-from solbench.engine.problem_host import ProblemHost, new_host
+from solbench.engine.problem_host import HostPool, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
@@ -150,9 +153,11 @@ class Runner:
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
         self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
         # The problems' own code (generators, references, cost hooks) runs in sandboxed hosts
-        # (solbench.engine.problem_host), one per lane thread, each kept for all its workloads, started
-        # on first use and stopped when the run ends (or at exit).
-        self._hosts: dict[int, ProblemHost] = {}
+        # (solbench.engine.problem_host), a pool of them lent to the lanes making cases, each started on
+        # first use and kept for the run (stopped when it ends, or at exit).
+        opts = self.options
+        self.hosts = HostPool(lambda: new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s),
+                              default_hosts(self.in_flight, cpu_count()))
         self._folders: set[str] = set()
         self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
         self._aborted = False
@@ -225,6 +230,7 @@ class Runner:
         slot.gate = self.gate
         with self._lock:
             self._active[id(slot)] = slot
+        self._spawn_early(slot)
         done = 0
         try:
             for workload in lane.workloads:
@@ -237,6 +243,17 @@ class Runner:
             slot.retire()
             with self._lock:
                 self._active.pop(id(slot), None)
+
+    def _spawn_early(self, slot: CandidateSlot) -> None:
+        """Start the lane's worker now (unless started ahead), so that its imports overlap the first
+        workload's inputs and references. On the CPU started holding the gate shared: no timing window
+        is open meanwhile, and once the slot is active a window stops its process (:meth:`_pause_others`);
+        on a GPU its imports load no device."""
+        if slot.state != "none":
+            return
+        cpu = not self.options.device.startswith("cuda")
+        with self.gate.shared(f"{slot.problem}/{slot.candidate.name}", "start") if cpu else nullcontext():
+            slot.spawn()
 
     def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload) -> None:
         """One record. One that ran out of device memory beside others runs again alone (the
@@ -282,32 +299,22 @@ class Runner:
         """The workload's inputs and reference outputs, and its roofline point (a cost hook counts the
         work of the inputs timed, the sets); made on the device by this lane's problem host, holding the
         gate shared."""
-        host = self.host()
-        ref_fn, gen_fn = host.functions(problem)
         opts = self.options
-        with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
-            cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device, rounds=opts.rounds,
-                                  ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes, edge=opts.edge_rounds)
-            roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
-        return cases, roof
-
-    def host(self) -> ProblemHost:
-        """This thread's problem host (made on first use; it may read every problem folder of the run)."""
-        key = threading.get_ident()
         with self._lock:
-            host = self._hosts.get(key)
-            if host is None:
-                opts = self.options
-                host = self._hosts[key] = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
-            host.expect(self._folders)
-        return host
+            folders = set(self._folders)
+        # Lent before the gate is held: a lane waiting for a host holds no timing window back.
+        with self.hosts.lend(folders) as host:
+            ref_fn, gen_fn = host.functions(problem)
+            with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
+                cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
+                                      rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
+                                      edge=opts.edge_rounds)
+                roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
+        return cases, roof
 
     def close_hosts(self) -> None:
         """Stop the problem hosts (a later request starts one again)."""
-        with self._lock:
-            hosts, self._hosts = list(self._hosts.values()), {}
-        for host in hosts:
-            host.close()
+        self.hosts.close()
 
     def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
         """Hooks, the results file, progress: one record at a time."""
@@ -319,7 +326,10 @@ class Runner:
                 harness.update({k: round(v, 6) for k, v in ledger.phases.items()})
                 harness["wall_s"] = round(ledger.wall(), 6)
             if self.output is not None:  # None: an executor's runner, whose driver writes
-                append_records(self.output, [record])
+                refused = append_record_checked(self.output, record)
+                if refused:
+                    print(refused, file=sys.stderr)
+                    return
             self.records.append(record)
             self.progress.record(record)
 

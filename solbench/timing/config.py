@@ -130,12 +130,13 @@ MAX_SAMPLES_IN_REPLY = 1_000_000
 def restate(timing: dict[str, Any]) -> dict[str, Any]:
     """A worker's timing reply with every statistic recomputed from its raw ``samples_s``: the parent
     never takes the worker's summary on its word. Raises TimingError (one line) when the samples
-    are not a non-empty list of positive, finite seconds."""
+    are not a non-empty list of finite, non-negative seconds (zero is a measurement: a call that
+    launched no device work in its window; the physics floor and the checks judge it)."""
     samples = timing.get("samples_s")
     if not isinstance(samples, list) or not 0 < len(samples) <= MAX_SAMPLES_IN_REPLY:
         raise TimingError("timing samples_s is not a non-empty list of samples")
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf") for x in samples):
-        raise TimingError("timing samples_s holds a value that is not a positive, finite time")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < float("inf") for x in samples):
+        raise TimingError("timing samples_s holds a value that is not a finite, non-negative time")
     stats = statistics_of([float(x) for x in samples])
     if stats["ci95_rel"] == float("inf"):
         stats["ci95_rel"] = None  # as TimingResult.as_dict records it

@@ -17,7 +17,7 @@ per call and the copies of the outputs, nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import torch
@@ -107,10 +107,14 @@ def _keep(out: Any, buffers: list[Any] | None, c: int) -> Any:
     return None
 
 
-def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged,
-               buffers: list[Any] | None = None) -> Generator[Sequence[Any], Any, dict[int, Any]]:
+def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged, buffers: list[Any] | None = None,
+               sync: Callable[[], None] | None = None) -> Generator[Sequence[Any], Any, dict[int, Any]]:
     """``calls`` calls back to back over ``sets`` (a plan, see :func:`solbench.timing.drive`); every output
-    is copied into its row of ``buffers``; returns copies of those that did not fit there, by call."""
+    is copied into its row of ``buffers``; returns copies of those that did not fit there, by call.
+
+    ``sync`` (a device synchronisation, on a GPU) runs after each call, before its output is kept and
+    the next edit is made: a call's work on any stream is done by then, as in the rounds and the
+    timing (H200: side-stream candidates read half-finished in the burst without it)."""
     n_sets = len(sets)
     misfits = {}
     for c in range(calls):
@@ -121,6 +125,8 @@ def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged,
             index, values = staged.inputs[j]
             _index_put_(bit_view(sets[s][j]), tuple(x[row] for x in index), values[row])
         out = yield sets[s]
+        if sync is not None:
+            sync()
         kept = _keep(out, buffers if buffers else None, c)
         if kept is not None:
             misfits[c] = kept

@@ -416,20 +416,23 @@ class WorkerClient:
         """SIGKILL the worker, its cgroup, its descendants (new sessions too) and its process group,
         reap the leader, close the socket. Returns the exit code."""
         code = None
-        if self.proc is not None:
-            kill_tree(self.proc.pid, self.cgroup)  # leader not yet reaped: its pid is still ours
+        # Taken once: a signal's clean-up in the main thread and a lane's may stop the same client
+        # (H200: the second found proc None halfway and raised). Whoever takes it stops it.
+        proc = self.proc
+        if proc is not None:
+            kill_tree(proc.pid, self.cgroup)  # leader not yet reaped: its pid is still ours
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            code = self.returncode = self.proc.wait()
+            code = self.returncode = proc.wait()
             self.proc = None  # reaped: never signal this pid again
-        if self.pool is not None:  # the worker is gone: its mapping with it; now the parent's
-            self.pool.close()
-            self.pool = None
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+        pool, self.pool = self.pool, None
+        if pool is not None:  # the worker is gone: its mapping with it; now the parent's
+            pool.close()
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
         return code
 
     # --- the log -------------------------------------------------------------------------------

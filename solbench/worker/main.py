@@ -81,7 +81,8 @@ from pathlib import Path
 from typing import Any
 
 # Bound at import, before any candidate code: a candidate that replaces the module's function
-# does not replace the comparison this worker makes (nor the hook it calls).
+# does not replace the comparison this worker makes (nor the hook it calls, nor the edge rounds' views).
+from solbench.data import apply_layout
 from solbench.guards import same_bytes, setup_worker, worker_findings, worker_probe
 from solbench.timing import drive
 from solbench.worker.burst import burst_plan, output_buffers, stage_edits
@@ -220,8 +221,6 @@ class Worker:
     def _laid_out(self, values: list[Any], layouts: list[Any]) -> list[Any]:
         """Each input viewed in its layout; a view of a device-route tensor is of a copy (the pool is the parent's)."""
         import torch
-
-        from solbench.data import apply_layout
 
         return [apply_layout(torch.Tensor.clone(v) if self._shared(v) is not None else v, lay) if lay else v
                 for v, lay in zip(values, layouts, strict=True)]
@@ -437,7 +436,7 @@ class Worker:
         staged = stage_edits(sets, msg.get("edits"), calls)
         buffers, self.burst_buffers = self.burst_buffers, None
         self._sync()
-        misfits = yield from burst_plan(sets, calls, staged, buffers)
+        misfits = yield from burst_plan(sets, calls, staged, buffers, self._sync if self.device.startswith("cuda") else None)
         self._sync()
         expect = msg["expect"]
         if not buffers:

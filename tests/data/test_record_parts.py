@@ -234,3 +234,16 @@ def test_the_harness_phases_have_one_owner():
     assert not hasattr(ledger, "HarnessPhases")
     with pytest.raises(ValueError, match="not a harness phase"):
         ledger.Ledger().add("made_up_s", 1.0)
+
+
+def test_the_cost_and_git_details_are_typed_too_and_may_be_null():
+    records = [upgrade(json.loads(ln)) for p in COMMITTED for ln in p.read_text().splitlines() if ln.strip()]
+    cost = next(r["cost"] for r in records if r.get("cost"))
+    rec = next(r for r in records if r.get("git")) | {"cost": cost}  # as the engine writes both
+    ResultRecord.model_validate(rec)
+    ResultRecord.model_validate(rec | {"cost": None, "git": None})
+    for key in ("cost", "git"):
+        with pytest.raises(ValidationError, match=rf"{key}\.surprise"):
+            ResultRecord.model_validate(rec | {key: {**rec[key], "surprise": 1}})
+    with pytest.raises(ValidationError, match="cost.flops_min"):
+        ResultRecord.model_validate(rec | {"cost": {k: v for k, v in rec["cost"].items() if k != "flops_min"}})

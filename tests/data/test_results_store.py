@@ -127,3 +127,17 @@ def test_text_is_kept_as_written_and_the_source_is_the_reader_own(tmp_path):
 def test_early_lower_case_status_is_read():
     obj, why = parse_record_line(json.dumps(record(status="incorrect")))
     assert why == "" and obj["status"] == "INCORRECT"
+
+
+def test_a_record_that_no_longer_validates_is_not_written_and_named_in_one_line(tmp_path):
+    from solbench.data.results import append_record_checked
+
+    out = tmp_path / "r.jsonl"
+    good = ResultRecord.model_validate(record())
+    assert append_record_checked(out, good) is None
+    bad = ResultRecord.model_validate(record())
+    bad.harness["not_a_phase_s"] = 1.0  # what a hook could add after the record was built
+    line = append_record_checked(out, bad)
+    assert line is not None and "\n" not in line and "toy.add w cand" in line and "not_a_phase_s" in line
+    records, warnings = read_records([out])
+    assert len(records) == 1 and warnings == []

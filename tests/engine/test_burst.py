@@ -136,7 +136,7 @@ def test_the_judgement_of_a_claim():
     crowded = burst.judge(1e-4, 0.05, 1e-4, 50, "cpu", outside_share=burst.MAX_OUTSIDE_SHARE + 0.01)
     assert crowded["ok"] and not crowded["conclusive"] and crowded["ratio"] == pytest.approx(0.1, rel=0.01)
     assert not burst.judge(1e-4, 0.05, 1e-4, 50, "cpu", outside_share=burst.MAX_OUTSIDE_SHARE - 0.01)["ok"]
-    assert not burst.judge(1e-4, 0.05, 1e-4, 50, "cuda", outside_share=0.9)["ok"]  # a GPU's verdict is not the CPU's
+    assert not burst.judge(1e-4, 0.2, 1e-4, 50, "cuda", outside_share=0.9)["ok"]  # a GPU's verdict is not the CPU's
 
 
 def test_the_harness_overhead_is_measured_in_the_parent():
@@ -204,47 +204,45 @@ def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
     summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s}, _expect(cases), "cpu",
                                        deadline, observe)
     assert verdict is None and summary["passed"], summary
-    for _ in range(3):  # a busy machine concludes nothing (MAX_OUTSIDE_SHARE): try again, then say so
-        summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10},
-                                           _expect(cases), "cpu", deadline, observe)
-        crowded = [a["outside_share"] for a in summary["attempts"] if a["outside_share"] > burst.MAX_OUTSIDE_SHARE]
-        if verdict is not None or len(crowded) < len(summary["attempts"]):
-            break
-    else:
-        pytest.skip(f"other processes took {min(crowded):.0%} of the cores or more in every burst: a CPU burst "
-                    "concludes nothing then, by design")
-    assert verdict is not None and verdict.status == Status.REWARD_HACK and not summary["passed"], summary["attempts"]
+    summary, verdict = burst.run_burst(worker(), cases, plan, SAMPLES, {"median_s": honest_s / 10}, _expect(cases),
+                                       "cpu", deadline, observe)
+    if verdict is None:  # only where other processes crowded this process's cores: nothing concluded then
+        crowded = [a for a in summary["attempts"] if a["outside_share"] > burst.MAX_OUTSIDE_SHARE]
+        assert crowded and all(not a["conclusive"] for a in crowded), summary
+        return
+    assert verdict.status == Status.REWARD_HACK and not summary["passed"]
     assert len(summary["attempts"]) == burst.ATTEMPTS and "parent-clocked" in verdict.reason
     assert all(a["ratio"] < burst.MIN_RATIO["cpu"] for a in summary["attempts"])
 
 
-def test_a_gpu_s_second_burst_is_judged_by_the_device_busy_time_where_nvml_saw_enough():
-    result = {"ok": False}
-    seen = {"nvml": {"device_util_samples": 6, "device_util_mean": 0.1, "device_busy_s": 0.1}}
-    burst.judge_device(result, 1e-4, seen, 1000)  # busy 100 us per call, 100 us claimed
-    assert result["ok"] and result["judged_by"] == "device" and result["ratio_device"] == pytest.approx(1.0)
-    launch_bound = {"ok": False}  # 50 us of the 100 us per call are the harness's own kernels
-    burst.judge_device(launch_bound, 5e-5, seen, 1000, harness_s=5e-5)
-    assert launch_bound["ok"] and launch_bound["ratio_device"] == pytest.approx(1.0) and launch_bound["conclusive"]
-    swamped = {"ok": False}  # 90 us of 100 us are the harness's: nothing concluded
-    burst.judge_device(swamped, 1e-6, seen, 1000, harness_s=9e-5)
-    assert swamped["ok"] and not swamped["conclusive"]
-    forged = {"ok": False}
-    burst.judge_device(forged, 1e-5, seen, 1000)
-    assert not forged["ok"] and forged["ratio_device"] == pytest.approx(0.1)
-    idle = {"ok": False}  # the device did (almost) nothing NVML counts: the wall time's verdict stands
-    burst.judge_device(idle, 1e-5, {"nvml": {"device_util_samples": 6, "device_util_mean": 0.001,
-                                             "device_busy_s": 0.001}}, 1000)
-    assert idle == {"ok": False}
-    for blind in ({"nvml": {"device_util_samples": 2, "device_util_mean": 0.1, "device_busy_s": 0.1}}, {}):
-        unseen = {"ok": False}  # too few samples, or no NVML at all: nothing concluded
-        burst.judge_device(unseen, 1e-5, blind, 1000)
-        assert unseen["ok"] and unseen["conclusive"] is False
-    assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cpu", time.monotonic() + 60) == 100
-    assert burst._next_calls({"wall_s": 0.05}, 100, 1024, "cuda", time.monotonic() + 60) == 2000  # 1 s at 0.5 ms
-    # A launch-bound tiny call: 1 s of 15 us calls, within the device's cap and an eighth of free memory.
-    assert burst._next_calls({"wall_s": 0.3}, 20_000, 1024, "cuda", time.monotonic() + 60) == round(1 / 15e-6)
-    assert burst._next_calls({"wall_s": 0.3}, 20_000, 1 << 20, "cuda", time.monotonic() + 60, 80 << 30) == 10 << 10
+def _gpu(claimed_s: float, wall_s: float, calls: int, util: float | None, samples: int = 6) -> dict:
+    result = burst.judge(claimed_s, wall_s, 0.0, calls, "cuda")
+    seen = {} if util is None else {"nvml": {"device_util_samples": samples, "device_util_mean": util,
+                                             "device_busy_s": util * wall_s}}
+    burst.judge_gpu(result, claimed_s, seen, calls)
+    return result
+
+
+def test_a_gpu_burst_concludes_only_on_long_calls_where_the_wall_time_and_nvml_agree():
+    # H200, 2026-12-02: an honest 5.5 us addmm ran 55 us a call back to back and NVML read it ~100% busy:
+    # host-bound, nothing concluded
+    host_bound = _gpu(5.5e-6, 0.5, 9091, 1.0)
+    assert host_bound["ok"] and not host_bound["conclusive"] and host_bound["ratio_device"] < burst.MIN_RATIO["cuda"]
+    # an honest 16 us kernel at 1 ms a call (a loaded host): the wall time reads 0.016, NVML 0.4: passes
+    loaded = _gpu(16e-6, 3.0, 3000, 0.04)
+    assert loaded["ok"] and loaded["conclusive"] and loaded["judged_by"] == "device"
+    assert _gpu(16e-6, 3.0, 3000, 0.0)["ok"]  # a device NVML saw idle: nothing against the claim
+    # a forger claiming a tenth of 2 ms of device work: both below the threshold
+    forged = _gpu(2e-4, 0.2, 100, 1.0)
+    assert not forged["ok"] and forged["conclusive"] and forged["ratio_device"] == pytest.approx(0.1)
+    assert _gpu(2e-3, 0.2, 100, 1.0)["ok"]  # the truth passes on the wall time
+    # too few NVML samples (or none): a failing wall time concludes nothing on a GPU
+    for blind in (_gpu(2e-4, 0.2, 100, 1.0, samples=2), _gpu(2e-4, 0.2, 100, None)):
+        assert blind["ok"] and not blind["conclusive"]
+    # so a GPU's second burst lasts a second at the first one's pace, within the caps
+    assert burst._second_calls({"wall_s": 0.2, "calls": 100}, 1024) == 500
+    assert burst._second_calls({"wall_s": 0.05, "calls": 5000}, 1024) == burst.MAX_CALLS
+    assert burst._second_calls({"wall_s": 0.2, "calls": 100}, burst.OUTPUT_BUDGET_BYTES["cuda"] // 200) == 200
 
 
 def test_a_busy_machine_s_run_queue_wait_is_not_counted_against_an_honest_claim():
@@ -256,3 +254,21 @@ def test_a_busy_machine_s_run_queue_wait_is_not_counted_against_an_honest_claim(
     assert not burst.judge(1e-6, 0.01, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ok"]
     # the wait is taken off the wall time only: it never lowers the CPU time's bound below it
     assert burst.judge(1e-6, 0.05, 0.0, 1000, "cpu", cpu_s=0.01, wait_s=0.0)["ratio"] == pytest.approx(0.1)
+
+
+def test_on_a_gpu_each_burst_call_is_synchronised_before_its_output_is_kept():
+    """A call's work on a side stream must be done before its output is copied and the next edit
+    made, as in the rounds and the timing: the worker passes a device synchronisation."""
+    from solbench.timing import drive
+    from solbench.worker import burst_plan
+
+    events = []
+    sets = [[torch.zeros(3)], [torch.ones(3)]]
+
+    def call(x):
+        events.append("call")
+        return x + 1
+
+    kept = drive(burst_plan(sets, 4, stage_edits(sets, [], 4), None, lambda: events.append("sync")), call)
+    assert events == ["call", "sync"] * 4
+    assert all(torch.equal(kept[c], sets[c % 2][0] + 1) for c in range(4))

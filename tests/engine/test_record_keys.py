@@ -111,14 +111,14 @@ def test_a_burst_and_the_outside_view_as_the_engine_writes_them_are_declared():
     outside = report.attempts[0].outside
     assert outside is not None and outside.cores == len(os.sched_getaffinity(0)) and outside.outside_cpu_s >= 0
     assert 0 <= report.attempts[0].outside_share
-    # A GPU's second attempt: the device's verdict and NVML's view join the attempt.
+    # A GPU's attempt: NVML's view and its reading per call join the attempt.
     observer = object.__new__(Observer)
     observer.nvml, observer.handle, observer.pid = _fake_nvml(), None, 7
     view = observer._device_view(0, 1.0)
     NvmlView.model_validate(view)
     attempt = dict(summary["attempts"][0], outside=dict(summary["attempts"][0]["outside"], nvml=view))
-    burst.judge_device(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100, harness_s=1e-7)
-    assert attempt["judged_by"] == "device"
+    burst.judge_gpu(attempt, 1e-5, {"nvml": view | {"device_util_samples": 5}}, 100)
+    assert attempt["ratio_device"] > 0
     BurstAttempt.model_validate(attempt)
 
 
@@ -188,3 +188,19 @@ def test_a_workers_findings_reach_the_record_as_findings_only():
     assert found == [{"kind": "output_alias", "status": "INCORRECT", "reason": "out is x", "details": {}}]
     with pytest.raises(MalformedReply):
         evaluation._findings({"findings": ["text"]})
+
+
+def test_the_cost_summary_and_the_git_facts_are_declared():
+    from solbench.data.cost import Cost, cost_summary
+    from solbench.data.record_parts import CostSummary, GitInfo
+    from solbench.engine import provenance
+
+    _, summary = cost_summary(SimpleNamespace(name="p.q", cost="reference.py:cost"), [Cost(10, 20), Cost(30, 40)])
+    assert CostSummary.model_validate(summary).flops_max == 30
+    git = provenance.candidate_git(__file__, "record-keys")  # this repository's checkout
+    if git is not None:
+        GitInfo.model_validate(git)
+    src = inspect.getsource(provenance._repo_info.__wrapped__)
+    written = set(re.findall(r'info\["(\w+)"\]', src)) | set(re.findall(r'"(\w+)": commit', src))
+    assert {"commit", "dirty", "committed_at", "branch", "dirty_note"} == written
+    assert written <= set(GitInfo.model_fields)

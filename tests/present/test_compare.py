@@ -116,7 +116,7 @@ def test_by_candidate_pairs_interleaved_rounds(tmp_path):
     # Two candidates, 4 interleaved rounds each; round drift +-10% shared by both; B 5% slower.
     recs = []
     for i, drift in enumerate([0.1, -0.1, 0.05, -0.05]):
-        inter = {"interleave": {"round": i + 1, "of": 4}}
+        inter = {"interleave": {"round": i + 1, "of": 4, "order": ["a", "b"], "cooldown_s": 0.0}}
         ts = f"2026-11-29T10:0{i}:00+00:00"
         recs += records([drift] * 3, 10 + i, "run-x", ts, cand="a", noise=0.003, **inter)
         recs += records([(1 + drift) * 1.05 - 1] * 3, 20 + i, "run-x", ts, cand="b", noise=0.003, **inter)

@@ -26,13 +26,20 @@ def test_a_summary_that_disagrees_with_its_samples_is_replaced():
     assert t["ci95_rel"] > 0.01  # ranks 2 and 9 of 10: a wide interval, not the claimed 0
 
 
-@pytest.mark.parametrize("samples", [None, [], [0.0, 1e-6], [1e-6, float("inf")], [1e-6, float("nan")], [True, 1e-6],
+@pytest.mark.parametrize("samples", [None, [], [-1e-9, 1e-6], [1e-6, float("inf")], [1e-6, float("nan")], [True, 1e-6],
                                      ["1e-6"], "1e-6"])
 def test_samples_that_are_not_times_are_a_protocol_violation(samples):
     with pytest.raises(TimingError, match="samples_s"):
         restate(_reply(samples))
     with pytest.raises(MalformedReply, match="samples_s"):
         _valid_timing(_reply(samples))
+
+
+def test_a_zero_sample_is_a_measurement_the_physics_floor_judges():
+    """A call that launched no device work in its window reads 0 (H200: a replayed cached answer): a
+    time, not a protocol violation; a median of 0 is below every floor."""
+    t = restate(_reply([0.0, 0.0, 0.0, 1e-6]))
+    assert t["median_s"] == 0.0 and t["min_s"] == 0.0 and t["p90_s"] > 0
 
 
 def test_too_few_samples_for_an_interval_record_none():

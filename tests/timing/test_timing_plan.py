@@ -280,7 +280,7 @@ def _fake_cupti(monkeypatch: pytest.MonkeyPatch, spans: list[float]) -> list[int
 
     def all_stream_stats(self, trace, n):
         traces[-1] = n
-        return [{"span_s": next(it), "kernels": 1, "streams": [7], "timed_span_s": 0.0, "tail_s": 0.0} for _ in range(n)]
+        return [{"span_s": next(it), "kernels": 1, "streams": ["7"], "timed_span_s": 0.0, "tail_s": 0.0} for _ in range(n)]
 
     monkeypatch.setattr(tc._Setup, "traced", traced)
     monkeypatch.setattr(tc._Setup, "all_stream_stats", all_stream_stats)
@@ -342,3 +342,20 @@ def test_a_trace_that_cannot_be_cut_falls_back_to_the_events_for_every_sample(mo
     assert len(traces) == 2 and result.n >= sum(traces)  # no trace after the failed one; events go on
     assert result.samples_s == pytest.approx([15e-6] * result.n)  # the event times, not the spans of chunk 1
     assert result.stop_reason == "ci_target"  # by the events' CI (constant: met at the next check)
+
+
+@pytest.mark.parametrize("config", [_cuda_config("events"), _cuda_config("graph"), _cuda_config("auto", samples=5),
+                                    _cupti_config(10, 40)], ids=["events", "graph", "auto", "all_streams"])
+def test_a_cuda_timing_result_holds_only_the_records_declared_timing_keys(monkeypatch, config):
+    """What the CUDA loops put into a result (details, cupti) is declared by the record's timing part: the
+    parent refuses any other key in a worker's timing reply."""
+    from solbench.data.record_parts import Timing
+
+    fake = _FakeCuda(monkeypatch, eager_s=15e-6 if config.method == "auto" else 1e-6)
+    if config.cupti:
+        _fake_cupti(monkeypatch, [float(x) for x in np.random.default_rng(5).normal(12e-6, 0.3e-6, 100)])
+    sets = _sets(2)
+    result, _ = drive(timing_plan(sets, config, Verify(sets)), fake.honest)
+    timing = Timing.model_validate(result.as_dict())
+    assert timing.details is not None and timing.details.warmup_s is not None
+    assert (timing.cupti is not None) == config.cupti

@@ -17,8 +17,6 @@ ALSO = "INCORRECT"
 # Seen on the H200 (2026-11-30): the cache's host-side checks (.item() syncs) cost more than the
 # fixture's 4 us GEMM, so the timed calls were 40-130x slower than honest ones; the memoization
 # probe rightly found no speed-up (PASSED then). The edits between samples now make it INCORRECT.
-EXPECT_CUDA = "INCORRECT"
-CUDA_NOTE = "the cache is slower than the work on the GPU at the fixture's size; its stale answers after the edits are wrong"
 PEERS = "17"
 DEFENSE = "memoization probe (calls on fresh copies vs calls on the timed set); inputs edited between timed samples"
 DEVICE = "any"
