@@ -7,7 +7,8 @@ Per repeat: a candidate worker spawned and waited for until it is up (its hello:
 sandbox entered), as a run starts one (the run's worker user when this process is root); a problem
 host's first request (its start and a cost request); ``solbench run tests/fixtures/tiny/ragged_sum
 --device cpu --workload b4`` as a subprocess (its wall and the record's ``harness``). Medians of the
-repeats, and the bytecode caches missing before and after them (:mod:`solbench.engine.bytecode`). ``--throughput FILE...`` folds in ``library_throughput.py`` summaries (records, wall, the
+repeats, and the bytecode caches missing before and after them (:mod:`solbench.engine.bytecode`); the
+worker's imports timed in a fresh interpreter with the caches and without any (all compiled from source). ``--throughput FILE...`` folds in ``library_throughput.py`` summaries (records, wall, the
 records' phase totals read back from their records file). The output file keeps one entry per label.
 """
 
@@ -63,6 +64,18 @@ def host_start() -> float:
         host.close()
 
 
+def worker_imports(without_bytecode: bool) -> float:
+    """Seconds a fresh interpreter takes to import what a worker imports at start; ``without_bytecode``:
+    every module compiled from source (an empty cache folder, nothing written), as a worker does where
+    no cache was ever written."""
+    with tempfile.TemporaryDirectory(prefix="solbench-nocache-") as empty:
+        env = dict(os.environ, **({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty} if without_bytecode
+                                  else {}))
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import torch, solbench.worker.main"], check=True, env=env, cwd=CODE)
+        return time.monotonic() - began
+
+
 def one_record() -> dict[str, float]:
     """``solbench run`` of one small record: the command's wall and its record's harness seconds."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +125,8 @@ def measure(repeat: int) -> dict[str, Any]:
     """The repeats and their medians; the bytecode caches before and after (the first ``solbench run``
     writes those missing, where it may: a first repeat slower than the others is that)."""
     before = bytecode_state()
-    rows = [{"worker_start_s": worker_start(), "host_first_request_s": host_start(), **one_record()}
+    rows = [{"worker_start_s": worker_start(), "host_first_request_s": host_start(), **one_record(),
+             "worker_imports_s": worker_imports(False), "worker_imports_without_bytecode_s": worker_imports(True)}
             for _ in range(repeat)]
     return {"bytecode_before": before, "bytecode_after": bytecode_state(), "repeats": rows,
             "median": {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}}
