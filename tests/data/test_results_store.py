@@ -25,7 +25,8 @@ def record(**fields) -> dict:
 
 def _writer(path: str, who: int, n: int) -> None:
     for i in range(n):
-        append_records(path, [record(who=who, i=i, pad="x" * 5000)])
+        # Long lines (5 kB reasons) make torn or interleaved writes likely if appends were not atomic.
+        append_records(path, [record(solution=f"w{who}", workload=f"i{i}", reason="x" * 5000)])
 
 
 def test_concurrent_appends_lose_nothing(tmp_path):
@@ -38,7 +39,8 @@ def test_concurrent_appends_lose_nothing(tmp_path):
         p.join(60)
     records, warnings = read_records([path])
     assert not warnings
-    assert sorted((r["who"], r["i"]) for r in records) == [(w, i) for w in range(4) for i in range(40)]
+    assert sorted((int(r["solution"][1:]), int(r["workload"][1:])) for r in records) == \
+        [(w, i) for w in range(4) for i in range(40)]
 
 
 def test_torn_line_is_skipped_and_next_append_starts_clean(tmp_path):

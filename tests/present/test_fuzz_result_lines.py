@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from solbench.data.record import Status
+from solbench.data.record import RECORD_VERSION, Status
 from solbench.data.results import read_records
 from solbench.errors import SolbenchError
 from solbench.present.frame import MAX_MAGNITUDE, MAX_SOL, load_results
@@ -68,14 +68,17 @@ plain_values = json_values(int64, st.text(any_char, max_size=20))  # what a reco
 
 @st.composite
 def valid_record(draw, run: int) -> dict:
-    """A record every reader must keep: schema-valid, plausible numbers, nasty text anywhere text goes."""
+    """A record every reader must keep: schema-valid (record v2: the reason and time its status asks for,
+    the parts' declared keys only), plausible numbers, nasty text anywhere text goes; a newer version's
+    record may carry keys this version does not know (they are set aside, the record kept)."""
     status = draw(st.sampled_from([s.value for s in Status]))
     passed = status == Status.PASSED.value
+    time_s = draw(st.floats(1e-9, 1e3)) if passed else None
     rec = {
         "problem": draw(nasty_text), "workload": draw(nasty_text), "solution": draw(nasty_text), "status": status,
         "device": draw(nasty_text), "gpu_spec": draw(st.sampled_from(["h200_sxm", "cpu_estimate", "h200_sxm_measured"])
                                                      | nasty_text | st.none()),
-        "time_s": draw(st.floats(1e-9, 1e3)) if passed else None,
+        "time_s": time_s,
         "sol": draw(st.floats(1e-6, MAX_SOL)) if passed else None,
         "flops": draw(st.integers(0, 2**62)), "bytes": draw(st.integers(0, 2**62)),
         "t_ideal_s": draw(st.floats(0, 1e3)), "bound": draw(nasty_text), "timestamp": draw(nasty_text),
@@ -83,12 +86,15 @@ def valid_record(draw, run: int) -> dict:
         "roof": draw(st.sampled_from(["datasheet", "measured", "estimate"]) | nasty_text),
         "tags": draw(st.lists(nasty_text, max_size=3)), "flags": draw(st.lists(nasty_text, max_size=3)),
         "axes": draw(st.dictionaries(key_text, int64, max_size=3)),
-        "timing": draw(st.dictionaries(key_text, plain_values, max_size=3)),
-        "environment": draw(st.dictionaries(key_text, plain_values, max_size=3)),
-        "reason": draw(nasty_text | st.none()), "log": draw(nasty_text),
+        "timing": {"method": draw(nasty_text | st.none()), **({"median_s": time_s} if passed else {})},
+        "environment": {"hostname": draw(nasty_text), "platform": draw(nasty_text | st.none()),
+                        "cpu_count": draw(st.none() | int64)},
+        "reason": None if passed else draw(nasty_text.filter(bool)), "log": draw(nasty_text),
         "arithmetic_intensity": draw(st.none() | st.floats(0, MAX_MAGNITUDE / 1e12)),
     }
     extra = draw(st.dictionaries(key_text.filter(lambda k: k not in rec), plain_values, max_size=2))
+    if extra:
+        rec["record_version"] = RECORD_VERSION + 1
     return {**rec, **extra}
 
 

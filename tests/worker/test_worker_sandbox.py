@@ -83,7 +83,10 @@ def _probe(tmp_path: Path, account: tuple[int, int] | None, monkeypatch: pytest.
         assert client.request({"op": "load", "path": str(folder / "probe.py"), "device": "cpu"}, 60, 0) == {"ok": True, "setup": False}
         reply = client.request({"op": "call", "inputs": [torch.ones(1), torch.ones(1)], "expect": []}, 60, 1 << 16)
         message = reply["message"]
-        found = json.loads(message[message.index("{"):])
+        # The message names where it was raised after the JSON: " (at probe.py:LINE)".
+        found, _ = json.JSONDecoder().raw_decode(message[message.index("{"):])
+        raised_at = (folder / "probe.py").read_text().splitlines().index("    raise RuntimeError(json.dumps({") + 1
+        assert message.endswith(f" (at probe.py:{raised_at})"), message[-60:]
         found["sandbox"], found["dir"] = client.sandbox, str(client.dir)
         found["shm_in_folder"] = sorted(p.name for p in (client.dir / "shm").glob("*")) if client.dir else []
     finally:
