@@ -18,8 +18,9 @@ import sys
 import time
 from typing import Any
 
+from solbench.settings import BYTECODE_TIMEOUT_S
+
 PACKAGES = ("torch", "triton", "solbench")  # what the sandboxed processes import (the candidates: torch's compilers)
-COMPILE_TIMEOUT_S = 600.0
 
 _DONE: dict[str, Any] = {}  # once per process
 
@@ -66,7 +67,7 @@ def prime_bytecode(packages: tuple[str, ...] = PACKAGES, cores: int | None = Non
         jobs = str(cores or os.cpu_count() or 1)
         try:  # a process of its own: no fork of this threaded one; a file that does not compile is left as it is
             subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", jobs, "-i", "-"],
-                           input="\n".join(files), text=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+                           input="\n".join(files), text=True, capture_output=True, timeout=BYTECODE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired):
             pass
         _DONE["written_s"] = round(time.monotonic() - began, 3)
