@@ -234,9 +234,9 @@ class Runner:
         slot.gate = self.gate
         with self._lock:
             self._active[id(slot)] = slot
-        self._spawn_early(slot)
         done = 0
         try:
+            self._spawn_early(slot)
             for workload in lane.workloads:
                 if stop.is_set():
                     break
