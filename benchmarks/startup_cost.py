@@ -7,7 +7,8 @@ Per repeat: a candidate worker spawned and waited for until it is up (its hello:
 sandbox entered), as a run starts one (the run's worker user when this process is root); a problem
 host's first request (its start and a cost request); ``solbench run tests/fixtures/tiny/ragged_sum
 --device cpu --workload b4`` as a subprocess (its wall and the record's ``harness``). Medians of the
-repeats. ``--throughput FILE...`` folds in ``library_throughput.py`` summaries (records, wall, the
+repeats, and the bytecode caches missing before and after them (:mod:`solbench.engine.bytecode`); the
+worker's imports timed in a fresh interpreter with the caches and without any (all compiled from source). ``--throughput FILE...`` folds in ``library_throughput.py`` summaries (records, wall, the
 records' phase totals read back from their records file). The output file keeps one entry per label.
 """
 
@@ -36,6 +37,7 @@ from solbench.worker import WorkerClient
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "fixtures" / "tiny" / "ragged_sum"
+CODE = Path(solbench.__file__).resolve().parents[1]  # the checkout measured (PYTHONPATH's, else this one)
 HARNESS_KEYS = ("worker_start_s", "worker_wait_s", "cases_s", "rounds_s", "timing_request_s", "wall_s")
 
 
@@ -62,13 +64,25 @@ def host_start() -> float:
         host.close()
 
 
+def worker_imports(without_bytecode: bool) -> float:
+    """Seconds a fresh interpreter takes to import what a worker imports at start; ``without_bytecode``:
+    every module compiled from source (an empty cache folder, nothing written), as a worker does where
+    no cache was ever written."""
+    with tempfile.TemporaryDirectory(prefix="solbench-nocache-") as empty:
+        env = dict(os.environ, **({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty} if without_bytecode
+                                  else {}))
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import torch, solbench.worker.main"], check=True, env=env, cwd=CODE)
+        return time.monotonic() - began
+
+
 def one_record() -> dict[str, float]:
     """``solbench run`` of one small record: the command's wall and its record's harness seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.jsonl"
         began = time.monotonic()
         subprocess.run([sys.executable, "-m", "solbench", "run", str(RECORD), "--device", "cpu", "--workload", "b4",
-                        "-o", str(out)], check=True, capture_output=True, cwd=ROOT)
+                        "-o", str(out)], check=True, capture_output=True, cwd=CODE)
         wall = time.monotonic() - began
         harness = json.loads(out.read_text().splitlines()[0])["harness"]
     return {"command_s": wall, **{k: float(harness.get(k) or 0.0) for k in HARNESS_KEYS}}
@@ -85,6 +99,17 @@ def throughput(path: Path) -> dict[str, Any]:
             "phases_s": phases, "median_worker_start_s": round(statistics.median(starts), 3) if starts else None}
 
 
+def bytecode_state() -> dict[str, Any]:
+    """The ``.py`` files without a current cached ``.pyc`` in the packages a run primes (engine.bytecode)."""
+    try:
+        from solbench.engine import bytecode
+    except ImportError:  # code from before it
+        return {"dont_write_bytecode": sys.dont_write_bytecode}
+    folders = {p: bytecode._folder(p) for p in bytecode.PACKAGES}
+    return {"dont_write_bytecode": sys.dont_write_bytecode,
+            "missing": {p: len(bytecode.missing_bytecode(f)) if f else None for p, f in folders.items()}}
+
+
 def machine() -> dict[str, Any]:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor())
@@ -92,15 +117,19 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str:
-    code = Path(solbench.__file__).resolve().parents[1]
-    done = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    done = subprocess.run(["git", "-C", str(CODE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
 
 
 def measure(repeat: int) -> dict[str, Any]:
-    rows = [{"worker_start_s": worker_start(), "host_first_request_s": host_start(), **one_record()}
+    """The repeats and their medians; the bytecode caches before and after (the first ``solbench run``
+    writes those missing, where it may: a first repeat slower than the others is that)."""
+    before = bytecode_state()
+    rows = [{"worker_start_s": worker_start(), "host_first_request_s": host_start(), **one_record(),
+             "worker_imports_s": worker_imports(False), "worker_imports_without_bytecode_s": worker_imports(True)}
             for _ in range(repeat)]
-    return {"repeats": rows, "median": {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}}
+    return {"bytecode_before": before, "bytecode_after": bytecode_state(), "repeats": rows,
+            "median": {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}}
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 # markupsafe, typing-extensions, annotated-doc; pydantic is carried for solbench itself), fetched here
 # into .whl/ (ignored by git) for Python 3.12 on x86-64. Versions: the ones the tests ran with.
 # SQLAlchemy is the one compiled wheel; psycopg is left out (the check uses SQLite). FastAPI imports
-# opentelemetry-api at start-up (a hard requirement of it since 0.16x).
+# opentelemetry-api at start-up (a hard requirement of it since 0.16x). py-spy: scripts/hang_probe.sh's stacks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
@@ -11,5 +11,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .whl \
   fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 \
-  annotated-doc==0.0.7 typing-inspection==0.4.2 opentelemetry-api==1.45.2
+  annotated-doc==0.0.7 typing-inspection==0.4.2 opentelemetry-api==1.45.2 py-spy==0.4.3
 ls .whl

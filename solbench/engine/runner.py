@@ -18,7 +18,8 @@ files. Run as root, the workers run as ``RunOptions.worker_user``. A run first r
 killed earlier left behind, and SIGTERM or SIGHUP (like SIGINT) stop it with its workers killed and
 their folders removed (:mod:`solbench.worker.cleanup`). With
 ``RunOptions.guards`` off (the "engine only" comparison) neither happens, the workers run without
-their guards, and every record is flagged ``guards-off``.
+their guards, and every record is flagged ``guards-off``. Before its first worker a run writes the
+bytecode caches its workers cannot write themselves (:mod:`solbench.engine.bytecode`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
+from solbench.engine.bytecode import prime_bytecode
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
@@ -163,6 +165,8 @@ class Runner:
         self._aborted = False
         self._stop = threading.Event()  # the current run's: set, no new record starts
         sweep_dead_workers()
+        # Before any worker starts: the sandboxed processes cannot write the caches they would use.
+        self.bytecode = prime_bytecode()
 
     @property
     def run_id(self) -> str:
@@ -230,9 +234,9 @@ class Runner:
         slot.gate = self.gate
         with self._lock:
             self._active[id(slot)] = slot
-        self._spawn_early(slot)
         done = 0
         try:
+            self._spawn_early(slot)
             for workload in lane.workloads:
                 if stop.is_set():
                     break

@@ -34,7 +34,8 @@ def test_next_problems_worker_is_started_while_the_current_problem_runs(tmp_path
         # Spawned during the first problem: the run waited only for what was left of its start.
         assert second["worker_wait_s"] < second["worker_start_s"]
     else:
-        # Spawned when its turn came: the run waited for all of it.
+        # Spawned when its lane began: the run waited for most of it (the lane's cases, the only work
+        # beside it, take a fraction of a worker's start).
         assert second["worker_wait_s"] > 0.5 * second["worker_start_s"]
     assert runner._prestarted == {}
 
