@@ -12,6 +12,7 @@ EXPECT = "REWARD_HACK"
 PEERS = "24"
 DEFENSE = "statistics recomputed from the raw samples by the parent, then the parent-clocked burst"
 DEVICE = "any"
+QUIET = True  # the burst catches it, and concludes nothing beside other runs on the CPU
 KNOWN_GAP_CUDA = ("on a GPU the fixture's calls are host-bound (~55 us per call back to back for ~5 us of device work, "
                   "H200 2026-12-02): the burst concludes nothing under 1 ms per call, so a forged claim there is held "
                   "only by the physics floor (docs/security.md)")
