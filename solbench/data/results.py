@@ -70,8 +70,6 @@ def append_record_checked(path: str | Path, record: ResultRecord) -> str | None:
     """Append one record; where it no longer validates (a hook or the harness added an undeclared key or
     a wrong type), write nothing and return one line naming the record and the first error (a
     harness bug to report), so a run goes on and its results file stays readable."""
-    from pydantic import ValidationError
-
     try:
         append_records(path, [record])
     except ValidationError as err:

@@ -334,7 +334,7 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     seen = done() if done is not None else {}
     cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
     # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
-    # wall time is judged whole, and a launch-bound candidate gets the device's verdict next.
+    # wall time is judged whole (and host-bound calls conclude nothing: judge).
     overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
     outside = seen.get("outside_cpu_s", 0.0) / max(seen.get("cores", 1) * wall, 1e-12)
     result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead, seen.get("worker_wait_s"), outside)
@@ -348,10 +348,12 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     return result, failure
 
 
-def _second_calls(first: dict[str, Any], out_bytes: int) -> int:
+def _second_calls(first: dict[str, Any], out_bytes: int, deadline: float | None = None) -> int:
     """A GPU's second burst: ``GPU_SECOND_BURST_S`` at the first one's wall time per call (NVML's samples
-    need that long), within the caps on calls and on the outputs kept."""
-    want = math.ceil(GPU_SECOND_BURST_S / max(first["wall_s"] / first["calls"], 1e-9))
+    need that long), and at most a third of the time left before ``deadline`` (monotonic), within the
+    caps on calls and on the outputs kept."""
+    target = GPU_SECOND_BURST_S if deadline is None else min(GPU_SECOND_BURST_S, max(deadline - time.monotonic(), 0.0) / 3)
+    want = math.ceil(target / max(first["wall_s"] / first["calls"], 1e-9))
     room = OUTPUT_BUDGET_BYTES["cuda"] // max(out_bytes, 1)
     return max(1, min(max(first["calls"], want), MAX_CALLS, room))
 
@@ -373,7 +375,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     bursts: list[BurstPlan] = []
     for attempt in range(ATTEMPTS):
         if attempts and device_type == "cuda":
-            calls = _second_calls(attempts[-1], out_bytes)
+            calls = _second_calls(attempts[-1], out_bytes, deadline)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
                                      observe)

@@ -74,6 +74,11 @@ def _remaining(plan: list[Any], done: set[tuple[str, str]]) -> list[Any]:
     return [item for item in plan if item.workloads]
 
 
+def _reason(err: Exception) -> str:
+    """An error as a submission's one-line reason."""
+    return " ".join(str(err).split())[:500]
+
+
 def _plan(item: dict[str, Any], events: Events, problems_dir: str | None) -> list[Any] | None:
     """A submission's plan (without the workloads it already has records of); None when it cannot be
     planned (a problem that does not load, ...): it fails alone."""
@@ -81,7 +86,7 @@ def _plan(item: dict[str, Any], events: Events, problems_dir: str | None) -> lis
         plan = api.plan_run(item["problems"], [item["solution"]], workloads=item["workloads"], small=item["small"],
                             problems_dir=Path(problems_dir) if problems_dir else None, log=lambda line: None)
     except SolbenchError as err:
-        events.emit("failed", reason=" ".join(str(err).split())[:500])
+        events.emit("failed", reason=_reason(err))
         return None
     return _remaining(_named(plan, Path(item["solution"]).stem), {tuple(pair) for pair in item["done"]})
 
@@ -91,14 +96,15 @@ class _Router:
     the candidate file it was made from (submissions may share a file name, never a path)."""
 
     def __init__(self) -> None:
-        self.owners: dict[str, tuple[Events, Path, set[tuple[str, str]]]] = {}  # candidate path -> submission
+        self.owners: dict[str, tuple[Events, Path]] = {}  # candidate path -> its submission's events and file
+        self.pairs: list[tuple[Events, set[tuple[str, str]]]] = []  # each submission's (problem, workload)s
         self._made: dict[int, str] = {}  # id(record) -> its candidate's path, from the hook until written
 
     def add(self, plan: list[Any], events: Events, output: Path) -> None:
-        pairs = {(p.problem.name, w.name) for p in plan for w in p.workloads}
+        self.pairs.append((events, {(p.problem.name, w.name) for p in plan for w in p.workloads}))
         for item in plan:
             for c in item.candidates:
-                self.owners[str(c.path)] = (events, output, pairs)
+                self.owners[str(c.path)] = (events, output)
 
     def hook(self, record: ResultRecord, context: Any) -> None:
         self._made[id(record)] = str(context.candidate.path)
@@ -107,7 +113,7 @@ class _Router:
         pass  # each submission's own total was sent when it was planned
 
     def task(self, problem: str, workload: str, candidate: str) -> None:
-        for events, _, pairs in {id(o[0]): o for o in self.owners.values()}.values():
+        for events, pairs in self.pairs:
             if (problem, workload) in pairs:
                 events.task(problem, workload, candidate)
 
@@ -115,7 +121,7 @@ class _Router:
         owner = self.owners.get(self._made.pop(id(record), ""))
         if owner is None:
             return
-        events, output, _ = owner
+        events, output = owner
         refused = append_record_checked(output, record)
         if refused:
             print(refused, file=sys.stderr)
@@ -143,7 +149,7 @@ def run_batch(items: list[dict[str, Any]], options: api.RunOptions, events_path:
             Runner(options, None, router, hooks=[router.hook]).run(plan)
     except SolbenchError as err:
         for events in open_events:
-            events.emit("failed", reason=" ".join(str(err).split())[:500])
+            events.emit("failed", reason=_reason(err))
         return
     for events in open_events:
         events.emit("done")
@@ -158,7 +164,7 @@ def run_item(item: dict[str, Any], options: api.RunOptions, events: Events, prob
         if plan:
             api.run_plan(plan, options, Path(item["output"]), events)
     except SolbenchError as err:
-        events.emit("failed", reason=" ".join(str(err).split())[:500])
+        events.emit("failed", reason=_reason(err))
         return
     events.emit("done")
 
