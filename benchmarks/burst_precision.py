@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solbench.data import read_records
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ["llama3_1_8b.rmsnorm", "llama3_1_8b.swiglu", "llama3_1_8b.rope", "llama3_1_8b.fused_add_rmsnorm",
             "llama3_1_8b.attn_o_proj_residual"]
@@ -106,7 +108,10 @@ def main() -> None:
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in args.records:
-            records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            found, warnings = read_records([path]) if path.is_file() else ([], [f"{path}: no such file"])
+            if warnings or not found:
+                sys.exit(f"burst_precision: {(warnings or [f'{path}: no records'])[0]}; give a results file (.jsonl)")
+            records += found
         for problem in [] if args.records else args.problems:
             jsonl = Path(tmp) / f"{problem}.jsonl"
             seconds[problem] = _run(problem, device, args.workloads, jsonl)
