@@ -104,8 +104,12 @@ def output_bytes(cases: WorkloadCases) -> int:
 
 
 def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
-    """Calls that last ``TARGET_S`` at the claimed time, within the caps."""
-    want = math.ceil(TARGET_S / max(claimed_s, 1e-9))
+    """Calls that last ``TARGET_S`` at the claimed time, within the caps. On a GPU the time per call is
+    taken as at least ``GPU_MIN_CALL_S``: a burst concludes only where a call takes that long, so more
+    calls for a shorter claim would lengthen an honest host-bound burst (the device's exclusive window)
+    and show nothing more."""
+    floor = GPU_MIN_CALL_S if device_type == "cuda" else 1e-9
+    want = math.ceil(TARGET_S / max(claimed_s, floor))
     room = OUTPUT_BUDGET_BYTES[device_type] // max(out_bytes, 1)
     return max(1, min(max(MIN_CALLS, want), MAX_CALLS, room))
 

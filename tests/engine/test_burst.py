@@ -3,6 +3,8 @@ the inputs each call saw, the check of calls chosen after the reply, and the jud
 
 from __future__ import annotations
 
+import math
+
 import os
 import time
 from pathlib import Path
@@ -151,6 +153,9 @@ def test_the_call_count_follows_the_claim_within_its_caps():
     assert burst.call_count(1e-9, 1024, "cpu") == burst.MAX_CALLS  # a forged tiny claim: capped
     assert burst.call_count(1.0, 1024, "cpu") == burst.MIN_CALLS
     assert burst.call_count(1e-6, burst.OUTPUT_BUDGET_BYTES["cpu"] // 10, "cpu") == 10  # the outputs kept must fit
+    # a GPU burst concludes only from GPU_MIN_CALL_S a call: a shorter claim gets no more calls than that
+    assert burst.call_count(1e-6, 1024, "cuda") == math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
+    assert burst.call_count(5e-3, 1024, "cuda") == round(burst.TARGET_S / 5e-3)
 
 
 def test_staging_refuses_edits_the_sets_cannot_take():
