@@ -28,6 +28,27 @@ step() {
   tar czf "$OUT/results.tgz" results/h200 2>/dev/null
 }
 
+# While a long step runs: where its records file stops growing for STALL_S seconds, every Python
+# process's stacks (py-spy, carried in .whl/) go to $OUT/NAME.stacks.txt, at most twice: a hang leaves
+# its cause, and a run that flows is not paused by a dump.
+stall_watch() {
+  local name=$1 file=$2 last=-1 still=0 dumps=0 spy
+  spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+  while [ $dumps -lt 2 ]; do
+    sleep 5
+    local size; size=$(stat -c %s "$file" 2>/dev/null || echo 0)
+    if [ "$size" = "$last" ]; then still=$((still + 5)); else still=0; last=$size; fi
+    [ $still -ge ${STALL_S:-45} ] || continue
+    still=0; dumps=$((dumps + 1))
+    { echo "##### $name: $file unchanged for ${STALL_S:-45} s at $(date -u +%T)"
+      ps -N --ppid 2 -o pid,ppid,user,stat,wchan:28,etimes,pcpu,rss,args --forest | grep -v " ps -N" | cut -c1-220
+      for p in $(pgrep -f python3); do
+        echo "----- pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)"
+        timeout 20 "$spy" dump --native --pid "$p" 2>&1 | head -80
+      done; } >> "$OUT/$name.stacks.txt" 2>&1
+  done
+}
+
 # `verify`: every GPU check of this round's issues, ~22 minutes in all; on the lent machine (10 minutes
 # a call) as three calls: `verify_a` (scale and timing), `verify_b` (the corpus and profiles), `verify_c`
 # (the outside-process check's precision and the service). Carry `.whl/` (pydantic, Liger, the service's
@@ -205,8 +226,10 @@ for s in "${STEPS[@]}"; do
       # issue 15: the whole library, all workloads, torch_eager + one more candidate (Triton, else
       # torch.compile), one executor per GPU; the summary is rewritten after every record, so the time
       # box keeps what finished (~9 min)
+      stall_watch throughput "results/h200/library_throughput_$STAMP.jsonl" & WATCH=$!
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
         -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:---time-box 420}
+      kill $WATCH 2>/dev/null
       cp results/h200/library_throughput.json "results/h200/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
