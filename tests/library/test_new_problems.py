@@ -112,6 +112,92 @@ def test_group_limited_router_keeps_experts_inside_the_chosen_groups():
     assert torch.equal(eid, ids) and torch.allclose(ew, weights, atol=1e-5)
 
 
+ROUTER = "deepseek_v3/group_limited_topk_router"
+
+
+def _route(logits, bias, *, limit_groups=True, biased_weights=False, by_id=False, scale=2.5):
+    """Group-limited routing written out in float64, with switches for the mistakes a kernel can make."""
+    t, e = logits.shape
+    scores = torch.sigmoid(logits.double())
+    choice = scores + bias.double()
+    if limit_groups:
+        top2 = choice.view(t, 8, e // 8).topk(2, dim=-1).values.sum(-1)
+        kept = torch.zeros(t, 8, dtype=torch.bool).scatter_(1, top2.topk(4, dim=-1).indices, True)
+        choice = choice.masked_fill(~kept.repeat_interleave(e // 8, dim=1), float("-inf"))
+    ids = choice.topk(8, dim=-1).indices
+    if by_id:
+        ids = ids.sort(dim=-1).values
+    w = (scores + bias.double() if biased_weights else scores).gather(1, ids)
+    return (w / w.sum(-1, keepdim=True) * scale).float(), ids.to(torch.int32)
+
+
+def _accepted(problem, workload, got, want) -> bool:
+    from solbench.engine.correctness import compare_tensors
+
+    tol = problem.tolerance_for(workload) if workload else problem.tolerance.model_copy(update={"max_mismatch_ratio": 0})
+    return all(compare_tensors(g, w, tol.atol, tol.rtol, tol.max_mismatch_ratio).passed
+               for g, w in zip(got, want, strict=True))
+
+
+def _router_tie(rank_a: int):
+    """Test-shape inputs twice, differing in one logit by two float32 steps: row 0's expert ranked
+    ``rank_a + 1`` (among the kept groups' experts) is put level with the one ranked ``rank_a``, just
+    below it in the first copy and just above in the second: either order is float32 rounding."""
+    from solbench.data.problem import load_problem
+
+    problem = load_problem(ROOT / ROUTER / "problem.yaml")
+    ref = _load(f"{ROUTER}/reference.py")
+    inputs = ref.make_inputs(problem.test_axes_resolved(), torch.Generator().manual_seed(11), "cpu")
+    logits, bias = inputs["logits"], inputs["bias"]
+    _, ids = _route(logits[:1], bias)
+    choice = torch.sigmoid(logits[0].double()) + bias.double()
+    kept = [int(e) for e in choice.argsort(descending=True) if int(e) // 32 in {int(i) // 32 for i in ids[0]}]
+    a, b = kept[rank_a], kept[rank_a + 1]
+    level = torch.logit(choice[a] - bias[b].double()).float()
+    pair = []
+    for toward in (-math.inf, math.inf):
+        x = logits.clone()
+        x[0, b] = torch.nextafter(level, torch.tensor(toward))
+        pair.append(x)
+    below, above = (torch.sigmoid(x[0, b].double()) + bias[b].double() for x in pair)
+    assert below < choice[a] < above  # the two copies order a and b differently in float64
+    return problem, ref, bias, pair
+
+
+def test_group_limited_router_accepts_a_near_tie_either_way():
+    """A tie in the order (ranks 3 and 4) moves 2 weights and 2 ids; one at the boundary (ranks 8 and 9) moves
+    all 8 weights of the row: the problem's tolerance admits one such row where it says, and a float32 kernel's
+    own answer on the tie."""
+    eager = _load(f"{ROUTER}/solutions/torch_eager.py")
+    for rank_a in (2, 7):
+        problem, ref, bias, (lo, hi) = _router_tie(rank_a)
+        want, got = ref.run(hi, bias), ref.run(lo, bias)
+        assert not torch.equal(want[1][0], got[1][0]) and torch.equal(want[1][1:], got[1][1:])
+        assert not _accepted(problem, None, got, want)  # the tie matters without the allowance
+        for workload in ("decode_b256", "prefill_b1_s4096"):  # the test shape is 256 tokens, as decode_b256
+            assert _accepted(problem, workload, got, want)
+        assert _accepted(problem, "decode_b64", [o[:64] for o in got], [o[:64] for o in want])
+        assert not _accepted(problem, "decode_b1", [o[:1] for o in got], [o[:1] for o in want])  # 8 elements: none
+        assert _accepted(problem, "decode_b256", eager.run(hi, bias), want)
+
+
+def test_group_limited_router_rejects_wrong_kernels():
+    problem, ref, bias, (_, logits) = _router_tie(2)
+    want = ref.run(logits, bias)
+    assert all(torch.equal(a, b) for a, b in zip(_route(logits, bias), want, strict=True))  # the switches' baseline
+    wrong = {"no group limit": {"limit_groups": False}, "weights from the biased choice": {"biased_weights": True},
+             "ids by expert id": {"by_id": True}, "scaling dropped": {"scale": 1.0}}
+    for name, switch in wrong.items():
+        got = _route(logits, bias, **switch)
+        for workload in ("decode_b256", "prefill_b4_s4096"):
+            assert not _accepted(problem, workload, got, want), f"{name} passes {workload}"
+        assert not _accepted(problem, "decode_b64", [o[:64] for o in got], [o[:64] for o in want]), name
+    two_rows = [o.clone() for o in want]
+    for o in two_rows:
+        o[:2] = o[:2].flip(-1)  # two rows of 64 wrong: one more than ties explain
+    assert not _accepted(problem, "decode_b64", [o[:64] for o in two_rows], [o[:64] for o in want])
+
+
 def test_gated_delta_rule_matches_the_delta_rule_written_out():
     ref = _load("qwen3_next_80b_a3b/gated_delta_rule_decode/reference.py")
     g = torch.Generator().manual_seed(5)
