@@ -237,8 +237,12 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
         + [("tiny.row_write", "s8", "row_write_inplace", "PASSED"),
            ("tiny.row_write", "s8", "row_write_copy", "INCORRECT")])  # it leaves its input as it was
     windows = [i for i in runner.gate.intervals if i.exclusive]
-    assert {w.kind for w in windows} == {"time"} and all(w.pid is not None for w in windows)
-    assert len(windows) == 5  # one per record that passed its rounds: the timing and the burst together
+    assert {w.kind for w in windows} == {"time", "burst"} and all(w.pid is not None for w in windows)
+    timed = [w for w in windows if w.kind == "time"]
+    assert len(timed) == 5  # one per record that passed its rounds; each burst attempt holds one of its own
+    by_owner = {w.owner for w in windows if w.kind == "burst"}
+    assert by_owner == {w.owner for w in timed}
+    assert all(b.start >= t.end for t in timed for b in windows if b.kind == "burst" and b.owner == t.owner)
     intervals = runner.gate.intervals
     assert _concurrent([i for i in intervals if not i.exclusive])  # the lanes really ran side by side
     found = overlaps(intervals)
