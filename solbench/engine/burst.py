@@ -104,6 +104,12 @@ def output_bytes(cases: WorkloadCases) -> int:
     return sum(v.numel() * v.element_size() for v in cases.sets[0].expected.values() if hasattr(v, "numel"))
 
 
+def room_bytes(out_bytes: int, device_type: str) -> int:
+    """The most device (or host) memory a first burst keeps for its outputs: its calls at the least
+    claimed time they can be chosen for, within the budget (a GPU's rare second burst may keep more)."""
+    return min(OUTPUT_BUDGET_BYTES[device_type], call_count(0.0, out_bytes, device_type) * out_bytes)
+
+
 def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
     """Calls that last ``TARGET_S`` at the claimed time, within the caps. On a GPU the time per call is
     taken as at least ``GPU_MIN_CALL_S``: a burst concludes only where a call takes that long, so more

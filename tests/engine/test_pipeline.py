@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import threading
@@ -310,3 +311,22 @@ def test_a_record_that_ran_out_of_memory_beside_others_runs_again_alone(tmp_path
     assert harness["memory_retry_s"] > 0
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
 
+
+
+def test_a_record_reserves_room_for_its_bursts_outputs():
+    """The burst keeps its outputs (up to the budget) beside the record's sets: the reservation
+    counts them, at the first burst's calls on a GPU (50 at 1 ms a call) and within each budget."""
+    from solbench.engine import burst
+    from solbench.engine.pipeline import RECORD_FIXED_BYTES, record_bytes
+
+    problem = load_problem(Path(__file__).parents[1] / "fixtures" / "tiny" / "scaled_add")
+    workload = problem.workloads[0]
+    axes = problem.resolve_axes(workload)
+    out = 4 * axes["N"] * axes["D"]  # one float32 output [N, D]
+    base = (3 + 6) * problem.auto_bytes(axes) + RECORD_FIXED_BYTES
+    calls = burst.call_count(1e-9, out, "cuda")
+    assert calls <= math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
+    assert record_bytes(problem, workload, 3, "cuda") == base + calls * out
+    assert record_bytes(problem, workload, 3, "cpu") == base + min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * out)
+    big = 1 << 30
+    assert burst.room_bytes(big, "cuda") == burst.OUTPUT_BUDGET_BYTES["cuda"]
