@@ -374,17 +374,24 @@ def _events_loop(st: _Setup, sets: Sequence[Args],
 def _traced_chunks(st: _Setup, run: _EventsRun, rule: StopRule,
                    t0: int) -> Generator[Args, Any, tuple[str | None, list[dict] | None]]:
     """Samples in chunks, each inside its own CUPTI trace; after each chunk the stop rule tests the
-    CI of every stream's spans so far (the samples the result reports). Returns (stop reason, the
-    per-sample span statistics); (None, None) when a trace could not be cut into its samples (the
-    caller goes on by events; the flag is set)."""
+    CI of every stream's spans so far (the samples the result reports). The first chunk lasts until
+    the events' own CI meets the target: a trace's start, stop and reading cost about the same
+    whatever its length (its events read up to 0.13 s a trace under cProfile on the H200,
+    results/h200/timing_cost_probe_2026-12-01_late.txt), a sample microseconds. Later chunks, where
+    the spans' CI fell short, follow
+    :meth:`StopRule.next_chunk`. Returns (stop reason, the per-sample span statistics); (None, None)
+    when a trace could not be cut into its samples (the caller goes on by events; the flag is set)."""
     stats: list[dict] = []
     traces = 0
     while True:
         n0 = len(run.samples)
         end = n0 + rule.next_chunk(n0)
 
-        def stop(end: int = end) -> str | None:
+        def stop(end: int = end, first: bool = not traces) -> str | None:
             n = len(run.samples)
+            if first:  # the first chunk: the events' CI decides (the spans' is checked after it)
+                reason = rule.should_stop(run.samples, _perf_counter_ns() - t0)
+                return "chunk" if reason == "ci_target" else reason
             return rule.limit(n, _perf_counter_ns() - t0) or ("chunk" if n >= end else None)
 
         with st.traced() as trace:
