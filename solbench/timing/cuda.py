@@ -394,11 +394,15 @@ def _traced_chunks(st: _Setup, run: _EventsRun, rule: StopRule,
                 return "chunk" if reason == "ci_target" else reason
             return rule.limit(n, _perf_counter_ns() - t0) or ("chunk" if n >= end else None)
 
+        t_in = _perf_counter_ns()
         with st.traced() as trace:
+            t_on = _perf_counter_ns()
             reason = yield from run.until(stop)
+            t_off = _perf_counter_ns()
         traces += 1
         st.details["cupti_traces"] = traces
         chunk = st.all_stream_stats(trace, len(run.samples) - n0)
+        st.details["trace_s"] = st.details.get("trace_s", 0.0) + (t_on - t_in + _perf_counter_ns() - t_off) * 1e-9
         if chunk is None:
             return (None if reason == "chunk" else reason), None
         stats += chunk
@@ -575,7 +579,9 @@ def time_cuda(sets: Sequence[Args], config: TimingConfig,
               verify: Verify) -> Generator[Args, Any, tuple[TimingResult, dict[int, Any]]]:
     if not torch.cuda.is_available():
         raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
+    t0 = _perf_counter_ns()
     st = _Setup(config)
+    st.details["setup_s"] = (_perf_counter_ns() - t0) * 1e-9
     warm_calls, est_s = yield from _warmup(st, sets)
     st.details["events_estimate_s"] = est_s
     if config.cupti:
