@@ -92,7 +92,9 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
         return None
     windows = [i for i in gate.intervals if i.exclusive]
     alone = sum(i.end - i.start for i in windows)
-    return {"timing_windows": len(windows), "exclusive_s": round(alone, 2),
+    by_kind = {k: round(sum(i.end - i.start for i in windows if i.kind == k), 2) for k in sorted({i.kind for i in windows})}
+    return {"timing_windows": sum(i.kind == "time" for i in windows), "exclusive_windows": len(windows),
+            "exclusive_s": round(alone, 2), "exclusive_by_kind_s": by_kind,
             "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals))}
 
 

@@ -84,6 +84,10 @@ class TimingDetails(_Strict):
     graph_replays: int | None = _f("graph replays timed")
     graph_replay_median_s: float | None = _f("median time of a whole replay")
     graph_capture_rng: str | None = _f("the RNG state check after a failed capture")
+    setup_s: float | None = _f("wall time of the timer's setup (flush buffer, L2 reset, clock probe) before the warm-up")
+    trace_s: float | None = _f("wall time of starting, stopping and reading the CUPTI traces")
+    worker_probe_s: float | None = _f("the worker's wall time in the memoization probe after the samples")
+    worker_rest_s: float | None = _f("the worker's wall time in the timing request outside the timer and the probe")
 
 
 class TimingInterleave(_Strict):

@@ -40,6 +40,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,12 @@ def claimed_time(timing: dict[str, Any]) -> float:
 
 def output_bytes(cases: WorkloadCases) -> int:
     return sum(v.numel() * v.element_size() for v in cases.sets[0].expected.values() if hasattr(v, "numel"))
+
+
+def room_bytes(out_bytes: int, device_type: str) -> int:
+    """The most device (or host) memory a first burst keeps for its outputs: its calls at the least
+    claimed time they can be chosen for, within the budget (a GPU's rare second burst may keep more)."""
+    return min(OUTPUT_BUDGET_BYTES[device_type], call_count(0.0, out_bytes, device_type) * out_bytes)
 
 
 def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
@@ -323,23 +330,27 @@ def judge_gpu(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], ca
 
 def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
                claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
-               observe: Callable[[], Any] | None) -> tuple[dict[str, Any], BurstVerdict | None]:
-    """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None)."""
+               observe: Callable[[], Any] | None,
+               hold: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[dict[str, Any], BurstVerdict | None]:
+    """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``hold``
+    is held over the requests only (the device alone): the edits are drawn before it, the judgement and
+    the references of the checked calls made after it."""
     plan, samples = timed
     calls, out_bytes = bursts[-1].calls, output_bytes(cases)
-    left = max(deadline - time.monotonic(), 0.001)
-    request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
-    rtt = ping(request, left)
     header = burst_request(cases, bursts[-1], expect)
-    done = observe() if observe is not None else None
-    t0 = time.perf_counter()
-    reply = request(header, max(deadline - time.monotonic(), 0.001), calls * (out_bytes + 4096) + 4096)
-    wall = time.perf_counter() - t0
-    seen = done() if done is not None else {}
+    with hold():
+        left = max(deadline - time.monotonic(), 0.001)
+        request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
+        rtt = ping(request, left)
+        done = observe() if observe is not None else None
+        t0 = time.perf_counter()
+        reply = request(header, max(deadline - time.monotonic(), 0.001), calls * (out_bytes + 4096) + 4096)
+        wall = time.perf_counter() - t0
+        seen = done() if done is not None else {}
+        # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
+        # wall time is judged whole (and host-bound calls conclude nothing: judge).
+        overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
     cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
-    # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
-    # wall time is judged whole (and host-bound calls conclude nothing: judge).
-    overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
     outside = seen.get("outside_cpu_s", 0.0) / max(seen.get("cores", 1) * wall, 1e-12)
     result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead, seen.get("worker_wait_s"), outside)
     result["edited_calls"] = sum(int(at.numel()) for at, _, _ in bursts[-1].edits.values())
@@ -364,12 +375,15 @@ def _second_calls(first: dict[str, Any], out_bytes: int, deadline: float | None 
 
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
               expect: list[dict[str, Any]], device_type: str, deadline: float,
-              observe: Callable[[], Any] | None = None) -> tuple[dict[str, Any], BurstVerdict | None]:
+              observe: Callable[[], Any] | None = None,
+              hold: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
     result (what was seen from outside: CPU time, NVML) is kept with that attempt. On a GPU the second
-    burst lasts ``DEVICE_TARGET_S`` and is judged by NVML's device-busy time where it saw enough.
+    burst lasts ``GPU_SECOND_BURST_S`` and is judged by NVML's device-busy time where it saw enough.
+    ``hold`` (the device gate, alone) is held over each burst's requests, nothing else: drawing the
+    edits, judging and the references of the checked calls are untimed work.
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -382,7 +396,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
             calls = _second_calls(attempts[-1], out_bytes, deadline)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
-                                     observe)
+                                     observe, hold)
         attempts.append(result)
         if failure is not None:
             return summary, failure

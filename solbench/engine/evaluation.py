@@ -373,7 +373,8 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
-        # The timing and the burst right after it (clocked by the parent): one window, the device alone.
+        # The timing, then the burst (clocked by the parent): each request timed holds the device alone,
+        # the work around them (drawing the burst's edits, judging, references of its checked calls) not.
         with slot.access("time"):
             with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
                 try:
@@ -382,16 +383,16 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                 finally:
                     sampler.stop()
                     ctx.telemetry.update(sampler.result())
-            ctx.harness["timing_request_s"] = ctx.clock() - clock
-            clock = ctx.clock()
-            _add_findings(findings, _findings(reply) + processes_left(slot))
-            timing = _valid_timing(reply.get("timing"))
-            phase = "burst"
-            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
-            _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline + ctx.ledger.waited,
-                   correctness)
-            _add_findings(findings, window.findings())
-            ctx.harness["burst_s"] = ctx.clock() - clock
+        ctx.harness["timing_request_s"] = ctx.clock() - clock
+        clock = ctx.clock()
+        _add_findings(findings, _findings(reply) + processes_left(slot))
+        timing = _valid_timing(reply.get("timing"))
+        phase = "burst"
+        # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
+        _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline + ctx.ledger.waited,
+               correctness)
+        _add_findings(findings, window.findings())
+        ctx.harness["burst_s"] = ctx.clock() - clock
         clock = ctx.clock()
         phase = "timing"
         with slot.access("recheck"):  # references for edited inputs, comparisons: device work
@@ -512,7 +513,8 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
         return _request(slot, header, timeout_s, max_bytes, "the burst", limit)
 
     observe = window.observer.start if window.observer is not None else None
-    summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe)
+    summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe,
+                                 lambda: slot.access("burst"))
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))

@@ -12,13 +12,15 @@ handed to a worker (the transports copy them), so no candidate can write what an
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data import Problem, Workload
+from solbench.data import ITEMSIZE, Problem, Workload
+from solbench.engine.burst import room_bytes
 from solbench.engine.ledger import Ledger
 from solbench.worker import CandidateFile
 
@@ -60,10 +62,15 @@ def default_hosts(in_flight: int, cores: int) -> int:
     return max(1, min(in_flight // 2, cores // 4))
 
 
-def record_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
+def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda") -> int:
     """A bound on the device memory one record in flight holds: the parent's rounds and two timing
-    sets (inputs and reference outputs), the worker's copies and outputs, its context."""
-    return (rounds + 6) * problem.auto_bytes(problem.resolve_axes(workload)) + RECORD_FIXED_BYTES
+    sets (inputs and reference outputs), the worker's copies and outputs, its context, and the room
+    the burst keeps its outputs in (up to 4 GiB on a GPU: left out, records ran out of memory beside
+    others on the H200 and ran again alone, holding the pipeline back 45-100 s each)."""
+    axes = problem.resolve_axes(workload)
+    out_bytes = sum(math.prod(shape) * ITEMSIZE[spec.dtype] for name, spec in problem.outputs.items()
+                    if (shape := problem.shape(name, axes)) is not None)
+    return (rounds + 6) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
 
 
 class MemoryGate:

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from solbench.data import (
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
+from solbench.engine.ledger import Ledger
 from solbench.engine.runner import PlanItem, Runner
 from solbench.errors import SolbenchError
 from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
@@ -214,13 +216,25 @@ def under_ncu(slot: CandidateSlot, settings: ProfileSettings) -> Path:
     return report
 
 
-def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
-                 timeout_s: float, compile_timeout_s: float, report: Path | None = None) -> Profile:
-    """The :class:`Profile` of one call of ``slot``'s candidate under ncu (``slot`` is a fresh one, or one
-    :func:`under_ncu` prepared, whose ``report`` it writes)."""
+@dataclass
+class _Profiled:
+    """A profiled pass done, its report written: what exporting it needs (:func:`finish_profile`)."""
+
+    report: Path
+    name: str
+    pid: int | None
+    settings: ProfileSettings
+    compute_dtype: str
+    clock: float
+    phases: dict[str, float]
+
+
+def profiled_pass(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
+                  timeout_s: float, compile_timeout_s: float, report: Path | None = None) -> _Profiled | Profile:
+    """The device part of a profile: one call of ``slot``'s candidate under ncu (``slot`` is a fresh one,
+    or one :func:`under_ncu` prepared, whose ``report`` it writes) and ncu's report, written; the slot
+    retired. A failed profile where that failed."""
     report = report or under_ncu(slot, settings)
-    name = raw_name(record)
-    common = {"tool": "ncu", "tool_version": settings.version, "options": settings.options()}
     clock = time.monotonic()
     run = _Pass(slot, cases, timeout_s, compile_timeout_s)
     try:
@@ -231,29 +245,55 @@ def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSet
             slot.client.finish(NCU_REPORT_WAIT_S)
         if not report.is_file():
             raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
-        run.phases["report_s"], step = time.monotonic() - step, time.monotonic()
-        text = export_raw(settings.ncu, report)
-        run.phases["export_s"] = time.monotonic() - step
-        kernels = [k for k in parse_raw_csv(text) if pid is None or k.process_id in (None, pid)]
-        raw = settings.raw_dir / f"{name}.csv.gz"
-        with gzip.open(raw, "wt", encoding="utf-8") as fh:
-            fh.write(text)
-    except (ProfileFailure, ProfilerError, NcuFormatError, OSError) as err:
-        return failed_profile(one_line_reason(str(err)), **common)
+        run.phases["report_s"] = time.monotonic() - step
+    except (ProfileFailure, ProfilerError, OSError) as err:
+        report.unlink(missing_ok=True)
+        return failed_profile(one_line_reason(str(err)), **_common(settings))
     finally:
         slot.retire()
+    return _Profiled(report, raw_name(record), pid, settings, cases.problem.compute_dtype, clock, run.phases)
+
+
+def finish_profile(done: _Profiled | Profile) -> Profile:
+    """The host part of a profile: ncu's report exported, parsed and kept (no device work: it may run
+    while the next item is measured)."""
+    if isinstance(done, Profile):
+        return done
+    settings, report = done.settings, done.report
+    step = time.monotonic()
+    try:
+        text = export_raw(settings.ncu, report)
+        done.phases["export_s"] = time.monotonic() - step
+        kernels = [k for k in parse_raw_csv(text) if done.pid is None or k.process_id in (None, done.pid)]
+        raw = settings.raw_dir / f"{done.name}.csv.gz"
+        with gzip.open(raw, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    except (ProfilerError, NcuFormatError, OSError) as err:
+        return failed_profile(one_line_reason(str(err)), **_common(settings))
+    finally:
         if not settings.keep_reports:
             report.unlink(missing_ok=True)
         elif report.is_file():
-            report.replace(settings.raw_dir / f"{name}.ncu-rep")
+            report.replace(settings.raw_dir / f"{done.name}.ncu-rep")
     if not kernels:
         return failed_profile("no kernel was profiled in the call (a candidate that launches none, or a "
-                              "profiler that did not attach)", **common)
-    profile = profile_from_kernels(kernels, cases.problem.compute_dtype, raw=f"{settings.raw_dir.name}/{raw.name}",
-                                   process_id=pid, **common)
-    profile.seconds = round(time.monotonic() - clock, 3)
-    profile.phases_s = {k: round(v, 3) for k, v in run.phases.items()}
+                              "profiler that did not attach)", **_common(settings))
+    profile = profile_from_kernels(kernels, done.compute_dtype, raw=f"{settings.raw_dir.name}/{raw.name}",
+                                   process_id=done.pid, **_common(settings))
+    profile.seconds = round(time.monotonic() - done.clock, 3)
+    profile.phases_s = {k: round(v, 3) for k, v in done.phases.items()}
     return profile
+
+
+def _common(settings: ProfileSettings) -> dict[str, object]:
+    return {"tool": "ncu", "tool_version": settings.version, "options": settings.options()}
+
+
+def profile_call(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
+                 timeout_s: float, compile_timeout_s: float, report: Path | None = None) -> Profile:
+    """The :class:`Profile` of one call of ``slot``'s candidate under ncu (:func:`profiled_pass`, then
+    :func:`finish_profile`)."""
+    return finish_profile(profiled_pass(slot, cases, settings, record, timeout_s, compile_timeout_s, report))
 
 
 def _ncu_error(text: str) -> str:
@@ -289,6 +329,11 @@ class ProfilingRunner(Runner):
         self.settings = settings
         self._pairs: list[tuple[Problem, CandidateFile]] = []
         self._ahead: dict[tuple[str, str], tuple[CandidateSlot, Path]] = {}
+        # A report's export (ncu --import, ~0.8 s on the H200: host work) runs while the next item is
+        # measured; its record is written once the profile is in, before the next record.
+        self._exports = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncu-export")
+        self._deferred: dict[int, Future[Profile]] = {}
+        self._pending: tuple[ResultRecord, _Settled, Future[Profile]] | None = None
         if not self.options.device.startswith(PROFILED_DEVICES):
             raise ProfilerError("solbench profile needs a CUDA device (Nsight Compute profiles GPU kernels): "
                                 "use --device cuda")
@@ -297,8 +342,12 @@ class ProfilingRunner(Runner):
         # The order Runner.run goes in: problems, their candidates, their workloads.
         self._pairs = [(item.problem, c) for item in plan for c in item.candidates for _ in item.workloads]
         try:
-            return super().run(plan)
+            records = super().run(plan)
+            self._flush()
+            return records
         finally:
+            self._pending = None
+            self._exports.shutdown(wait=True)
             for slot, report in self._ahead.values():
                 slot.retire()
                 report.unlink(missing_ok=True)
@@ -343,6 +392,38 @@ class ProfilingRunner(Runner):
             report.unlink(missing_ok=True)
             record.profile = failed_profile(f"not profiled: the run ended {record.status}", tool="ncu")
             return record
-        record.profile = profile_call(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s,
-                                      report)
+        done = profiled_pass(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s, report)
+        if isinstance(done, Profile):
+            record.profile = done
+        else:
+            self._deferred[id(record)] = self._exports.submit(finish_profile, done)
         return record
+
+    def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
+        """The record before this one first (its export done); this one now, or once its export is."""
+        future = self._deferred.pop(id(record), None)
+        self._flush()
+        if future is None:
+            super()._emit(record, ledger)
+        else:
+            self._pending = (record, _Settled(ledger), future)
+
+    def _flush(self) -> None:
+        """Write the record whose export was pending, with its profile."""
+        if self._pending is not None:
+            record, ledger, future = self._pending
+            self._pending = None
+            record.profile = future.result()
+            super()._emit(record, ledger)  # type: ignore[arg-type]
+
+
+class _Settled:
+    """A record's ledger as it stood when the record was done (its wall not counting the wait for its
+    export, which overlaps the next item)."""
+
+    def __init__(self, ledger: Ledger):
+        self.phases = dict(ledger.phases)
+        self._wall = ledger.wall()
+
+    def wall(self) -> float:
+        return self._wall

@@ -374,24 +374,35 @@ def _events_loop(st: _Setup, sets: Sequence[Args],
 def _traced_chunks(st: _Setup, run: _EventsRun, rule: StopRule,
                    t0: int) -> Generator[Args, Any, tuple[str | None, list[dict] | None]]:
     """Samples in chunks, each inside its own CUPTI trace; after each chunk the stop rule tests the
-    CI of every stream's spans so far (the samples the result reports). Returns (stop reason, the
-    per-sample span statistics); (None, None) when a trace could not be cut into its samples (the
-    caller goes on by events; the flag is set)."""
+    CI of every stream's spans so far (the samples the result reports). The first chunk lasts until
+    the events' own CI meets the target: a trace's start, stop and reading cost about the same
+    whatever its length (its events read up to 0.13 s a trace under cProfile on the H200,
+    results/h200/timing_cost_probe_2026-12-01_late.txt), a sample microseconds. Later chunks, where
+    the spans' CI fell short, follow
+    :meth:`StopRule.next_chunk`. Returns (stop reason, the per-sample span statistics); (None, None)
+    when a trace could not be cut into its samples (the caller goes on by events; the flag is set)."""
     stats: list[dict] = []
     traces = 0
     while True:
         n0 = len(run.samples)
         end = n0 + rule.next_chunk(n0)
 
-        def stop(end: int = end) -> str | None:
+        def stop(end: int = end, first: bool = not traces) -> str | None:
             n = len(run.samples)
+            if first:  # the first chunk: the events' CI decides (the spans' is checked after it)
+                reason = rule.should_stop(run.samples, _perf_counter_ns() - t0)
+                return "chunk" if reason == "ci_target" else reason
             return rule.limit(n, _perf_counter_ns() - t0) or ("chunk" if n >= end else None)
 
+        t_in = _perf_counter_ns()
         with st.traced() as trace:
+            t_on = _perf_counter_ns()
             reason = yield from run.until(stop)
+            t_off = _perf_counter_ns()
         traces += 1
         st.details["cupti_traces"] = traces
         chunk = st.all_stream_stats(trace, len(run.samples) - n0)
+        st.details["trace_s"] = st.details.get("trace_s", 0.0) + (t_on - t_in + _perf_counter_ns() - t_off) * 1e-9
         if chunk is None:
             return (None if reason == "chunk" else reason), None
         stats += chunk
@@ -568,7 +579,9 @@ def time_cuda(sets: Sequence[Args], config: TimingConfig,
               verify: Verify) -> Generator[Args, Any, tuple[TimingResult, dict[int, Any]]]:
     if not torch.cuda.is_available():
         raise TimingError("timing device 'cuda' but no CUDA device is visible: use --device cpu")
+    t0 = _perf_counter_ns()
     st = _Setup(config)
+    st.details["setup_s"] = (_perf_counter_ns() - t0) * 1e-9
     warm_calls, est_s = yield from _warmup(st, sets)
     st.details["events_estimate_s"] = est_s
     if config.cupti:

@@ -74,6 +74,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import fields
@@ -86,6 +87,8 @@ from solbench.data import apply_layout
 from solbench.guards import same_bytes, setup_worker, worker_findings, worker_probe
 from solbench.timing import drive
 from solbench.worker.burst import burst_plan, output_buffers, stage_edits
+
+_perf_counter = time.perf_counter  # the timing request's own breakdown (diagnostic)
 
 # Resource limits that a candidate cannot raise again (hard = soft): no core dumps from a crash,
 # and a bound on what it can write to disk (its log, build caches).
@@ -393,6 +396,7 @@ class Worker:
 
     def time(self, msg: dict) -> Any:
         """The plan of a ``time`` request: the timed calls, then the guards' probe (if any)."""
+        t0 = _perf_counter()
         known = {f.name for f in fields(self.timing.TimingConfig)}
         config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
         sets = [self._to_device(s) for s in msg["sets"]]
@@ -400,8 +404,10 @@ class Worker:
         pristine = [self._pristine(s) for s in sets]
         verify = self._verify(sets, None if self._on_device_route else pristine, msg.get("verify"))
         self._sync()
+        t_timer = _perf_counter()
         result, last = yield from self.timing.timing_plan(sets, config, verify)
         self._sync()
+        t_timer = _perf_counter() - t_timer
         expect = msg["expect"]
         last_outputs = [self._describe(last[i], expect, args) if i in last else None for i, args in enumerate(sets)]
         kept = [{"sample": s, "set": i, "outputs": self._describe(out, expect, sets[i])} for s, i, out in verify.kept]
@@ -414,8 +420,12 @@ class Worker:
         # edits, a larger reply area) overwrites or replaces: the burst gets its own copies.
         self.timed_sets = [self._own(s) for s in sets] if self._on_device_route else sets
         context: dict[str, Any] = {"sets": sets, "timing": result}
+        t_probe = _perf_counter()
         if self.findings_hook is not None:  # the guards' own calls: through the same call path
             context["memo"] = yield from worker_probe(context)
+        t_probe = _perf_counter() - t_probe
+        # Where the request's time went besides the samples (diagnostic: no figure is taken from it).
+        result.details.update(worker_probe_s=t_probe, worker_rest_s=_perf_counter() - t0 - t_timer - t_probe)
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "samples": verify.sample,
                 "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
 

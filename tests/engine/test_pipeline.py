@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import threading
@@ -237,8 +238,12 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
         + [("tiny.row_write", "s8", "row_write_inplace", "PASSED"),
            ("tiny.row_write", "s8", "row_write_copy", "INCORRECT")])  # it leaves its input as it was
     windows = [i for i in runner.gate.intervals if i.exclusive]
-    assert {w.kind for w in windows} == {"time"} and all(w.pid is not None for w in windows)
-    assert len(windows) == 5  # one per record that passed its rounds: the timing and the burst together
+    assert {w.kind for w in windows} == {"time", "burst"} and all(w.pid is not None for w in windows)
+    timed = [w for w in windows if w.kind == "time"]
+    assert len(timed) == 5  # one per record that passed its rounds; each burst attempt holds one of its own
+    by_owner = {w.owner for w in windows if w.kind == "burst"}
+    assert by_owner == {w.owner for w in timed}
+    assert all(b.start >= t.end for t in timed for b in windows if b.kind == "burst" and b.owner == t.owner)
     intervals = runner.gate.intervals
     assert _concurrent([i for i in intervals if not i.exclusive])  # the lanes really ran side by side
     found = overlaps(intervals)
@@ -306,3 +311,22 @@ def test_a_record_that_ran_out_of_memory_beside_others_runs_again_alone(tmp_path
     assert harness["memory_retry_s"] > 0
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
 
+
+
+def test_a_record_reserves_room_for_its_bursts_outputs():
+    """The burst keeps its outputs (up to the budget) beside the record's sets: the reservation
+    counts them, at the first burst's calls on a GPU (50 at 1 ms a call) and within each budget."""
+    from solbench.engine import burst
+    from solbench.engine.pipeline import RECORD_FIXED_BYTES, record_bytes
+
+    problem = load_problem(Path(__file__).parents[1] / "fixtures" / "tiny" / "scaled_add")
+    workload = problem.workloads[0]
+    axes = problem.resolve_axes(workload)
+    out = 4 * axes["N"] * axes["D"]  # one float32 output [N, D]
+    base = (3 + 6) * problem.auto_bytes(axes) + RECORD_FIXED_BYTES
+    calls = burst.call_count(1e-9, out, "cuda")
+    assert calls <= math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
+    assert record_bytes(problem, workload, 3, "cuda") == base + calls * out
+    assert record_bytes(problem, workload, 3, "cpu") == base + min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * out)
+    big = 1 << 30
+    assert burst.room_bytes(big, "cuda") == burst.OUTPUT_BUDGET_BYTES["cuda"]

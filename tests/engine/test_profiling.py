@@ -192,3 +192,37 @@ def test_the_next_pairs_worker_under_ncu_starts_before_this_pair_is_exported(sta
     calls = [json.loads(ln) for ln in log.read_text().splitlines()]
     kinds = ["launch" if "--export" in c["options"] else "export" for c in calls if "--version" not in c["options"]]
     assert kinds == ["launch", "launch", "export", "export"]  # one by one it would be launch, export, launch, ...
+
+
+def test_a_record_is_written_once_its_export_is_in_and_before_the_next_record(monkeypatch):
+    """The export of a report (host work) overlaps the next item: its record waits for it, is written
+    before the next record, with its profile and the wall it had when it was done."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from solbench.engine.ledger import Ledger
+    from solbench.engine.runner import Runner
+
+    written: list[tuple[str, object, float]] = []
+    monkeypatch.setattr(Runner, "_emit", lambda self, record, ledger: written.append(
+        (record.name, record.profile, ledger.wall())))
+    runner = profiling.ProfilingRunner.__new__(profiling.ProfilingRunner)
+    runner._exports, runner._deferred, runner._pending = ThreadPoolExecutor(max_workers=1), {}, None
+    release = threading.Event()
+    first, second, failed = (SimpleNamespace(name=n, profile=None) for n in ("first", "second", "failed"))
+    runner._deferred[id(first)] = runner._exports.submit(lambda: release.wait(5) and "profile of first")
+    done = Ledger(start=time.monotonic() - 2.0)
+    runner._emit(first, done)
+    assert written == []  # its export is still going
+    time.sleep(0.2)
+    release.set()
+    runner._deferred[id(second)] = runner._exports.submit(lambda: "profile of second")
+    runner._emit(second, Ledger())
+    assert [w[:2] for w in written] == [("first", "profile of first")]
+    assert 2.0 <= written[0][2] < 2.2  # the wall when it was done, not when its export came in
+    runner._emit(failed, Ledger())  # a record with no export pending: after the one before it
+    assert [w[:2] for w in written] == [("first", "profile of first"), ("second", "profile of second"),
+                                        ("failed", None)]
+    runner._exports.shutdown()

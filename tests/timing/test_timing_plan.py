@@ -310,6 +310,33 @@ def test_all_stream_timer_stops_when_the_spans_ci_reaches_the_target(monkeypatch
     assert result.ci95_rel <= 0.01 and result.details["cupti_traces"] == len(traces)
 
 
+def test_the_first_trace_lasts_until_the_events_ci_is_met(monkeypatch):
+    """A trace costs about the same whatever its length: the first one runs until the events' CI
+    meets the target (not only the floor), and where the spans agree no second trace follows."""
+    fake = _FakeCuda(monkeypatch, eager_s=15e-6)
+    durations: list[float] = []
+    noisy = iter(float(x) for x in np.random.default_rng(4).normal(12e-6, 0.3e-6, 5000))  # 2.5% spread
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        durations.append(next(noisy))
+        fake.now += durations[-1]
+        return _honest(x, y)
+
+    traces: list[int] = []
+    monkeypatch.setattr(tc._Setup, "traced", lambda self: traces.append(0) or contextlib.nullcontext("trace"))
+
+    def all_stream_stats(self, trace, n):  # the spans of the chunk's samples: their own durations
+        traces[-1] = n
+        return [{"span_s": d, "kernels": 1, "streams": ["7"], "timed_span_s": 0.0, "tail_s": 0.0} for d in durations[-n:]]
+
+    monkeypatch.setattr(tc._Setup, "all_stream_stats", all_stream_stats)
+    monkeypatch.setattr(tc._Setup, "learn_delimiters", lambda self: None)
+    sets = _sets(2)
+    result, _ = drive(timing_plan(sets, _cupti_config(10, 2000), Verify(sets)), run)
+    assert result.stop_reason == "ci_target" and traces == [result.n] and result.n > 10
+    assert result.details["cupti_traces"] == 1 and result.ci95_rel <= 0.01
+
+
 def test_all_stream_timer_respects_floor_and_ceiling(monkeypatch):
     fake = _FakeCuda(monkeypatch, eager_s=15e-6)
     traces = _fake_cupti(monkeypatch, [12e-6] * 100)
