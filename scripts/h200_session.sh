@@ -90,7 +90,7 @@ for s in "${STEPS[@]}"; do
     profile_throughput)
       # issue 26: solbench profile per (problem, candidate), >= 20 problems, the next pair prepared meanwhile
       step profile_throughput timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/profile_throughput.py \
-        -o results/h200/profile_throughput.json --problems 26 --time-box 200 ;;
+        -o results/h200/profile_throughput.json --problems 26 --time-box ${PROFILE_BOX:-200} ;;
     serve)
       # issue 31: 20 submissions queued at once through `solbench submit --wait` (SQLite), wall and records/min
       step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "results/h200/serve_$STAMP.json" \
