@@ -77,6 +77,7 @@ GPU_MIN_CALL_S = 1e-3
 MIN_NVML_SAMPLES = 3  # NVML's utilisation samples a GPU verdict needs (one about every 1/6 s)
 GPU_SECOND_BURST_S = 1.0  # a GPU's second burst lasts this long at the first one's pace: enough samples
 ATTEMPTS = 2
+EDIT_ALIGN = 4096  # at least any transport's alignment of a tensor (the device route's: 512 bytes)
 
 Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
 
@@ -150,6 +151,13 @@ def burst_request(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, An
     return {"op": "burst", "calls": bp.calls, "expect": expect,
             "edits": [{"input": names.index(n), "calls": at, "index": ix, "values": v}
                       for n, (at, ix, v) in bp.edits.items()]}
+
+
+def edit_bytes(header: dict[str, Any]) -> int:
+    """Room for a burst request's own tensors (its edits), each rounded up as a transport may place it:
+    made by the untimed ``burst_prepare`` before it, so the timed request never grows a transport."""
+    sizes = [t.numel() * t.element_size() for e in header.get("edits", ()) for t in (e["calls"], e["index"], e["values"])]
+    return sum(-(-n // EDIT_ALIGN) * EDIT_ALIGN for n in sizes)
 
 
 def _set_edits(bp: BurstPlan, s: int, n_sets: int, upto: int) -> list[tuple[str, Any, Any]]:
@@ -340,7 +348,7 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
     header = burst_request(cases, bursts[-1], expect)
     with hold():
         left = max(deadline - time.monotonic(), 0.001)
-        request({"op": "burst_prepare", "calls": calls, "expect": expect}, left, 0)
+        request({"op": "burst_prepare", "calls": calls, "expect": expect, "edit_bytes": edit_bytes(header)}, left, 0)
         rtt = ping(request, left)
         done = observe() if observe is not None else None
         t0 = time.perf_counter()

@@ -67,6 +67,11 @@ def reply_area_bytes(header: dict[str, Any]) -> int:
         return per_call * (len(header.get("sets", ())) + len(verify.get("keep", ())) + 1)
     if header.get("op") == "burst":
         return per_call * int(header.get("calls", 0))
+    if header.get("op") == "burst_prepare":
+        # The burst's room, its outputs' and its edits' (``edit_bytes``), made now: a pool grown by the
+        # burst itself was created and mapped inside the parent's clock (seconds for GiBs; on the H200
+        # honest SDPA and softmax candidates read 20-300 ms a call that way and were rejected).
+        return per_call * int(header.get("calls", 0)) + int(header.get("edit_bytes", 0))
     return 0
 
 

@@ -4,7 +4,6 @@ the inputs each call saw, the check of calls chosen after the reply, and the jud
 from __future__ import annotations
 
 import math
-
 import os
 import time
 from pathlib import Path
@@ -190,6 +189,10 @@ def test_a_burst_end_to_end_passes_an_honest_claim_and_rejects_a_forged_one():
         def request(header, timeout_s, max_bytes):
             if header["op"] == "burst_prepare":
                 room["buffers"] = output_buffers(header["calls"], header["expect"], "cpu")
+                room["edit_bytes"] = header["edit_bytes"]
+            if header["op"] == "burst":  # the prepare made room for the request's own tensors too
+                need = sum(t.numel() * t.element_size() for e in header["edits"] for t in (e["calls"], e["index"], e["values"]))
+                assert 0 < need <= room["edit_bytes"]
             if header["op"] != "burst":
                 return {"ok": True}
             misfits = drive(burst_plan(sets, header["calls"], stage_edits(sets, header["edits"], header["calls"]),

@@ -41,6 +41,11 @@ def test_reply_area_holds_the_outputs_a_reply_can_carry():
     timing = {"op": "time", "expect": expect, "sets": sets, "verify": {"keep": [1, 4]}}
     assert reply_area_bytes(timing) == one * (3 + 2 + 1)  # last per set, kept samples, the refresh run
     assert reply_area_bytes({"op": "load", "path": "x"}) == 0
+    # The burst's pool is made by its prepare request, outside the parent's clock: room for its outputs
+    # and its edits (per call: the indices and values of one input's edit, and the calls they go to).
+    burst = {"op": "burst", "calls": 50, "expect": expect}
+    prepare = {"op": "burst_prepare", "calls": 50, "expect": expect, "edit_bytes": 3 * ALIGN}
+    assert reply_area_bytes(prepare) == reply_area_bytes(burst) + 3 * ALIGN
 
 
 def test_a_device_message_without_a_pool_is_a_protocol_error():
