@@ -4,14 +4,19 @@ candidate that launches the same pair in the middle of its call makes the trace 
 would then be timed by events on the timed stream alone, blind to its side stream.
 
 Caught: a trace that cannot be cut into the timed samples is a REWARD_HACK finding (no fallback).
+Since the timer tells its own start spin by its length and its own end markers (solbench.timing.cupti,
+split_calls), this pair no longer cuts a sample at all: the sample stays whole, its span counts the side
+stream, and the trick buys nothing (H200 2026-12-02: PASSED at 32.5 us by the all-stream span, the
+events' 20.2 us flagged events_cupti_mismatch, side_stream_tail; results/h200/runs_2026-12-02/adversarial_gpu_call5.log).
 """
 
 import torch
 from _gpu_cover import seed_floor_cover_s, spin_s
 
-EXPECT = "REWARD_HACK"
+EXPECT = "PASSED"
+HONEST = "gpu_honest_addmm"  # and never faster than the honest GEMM it hides on a side stream
 PEERS = "13"
-DEFENSE = "trace_unattributed finding (guards.hooks): no fallback to the events time"
+DEFENSE = "all-stream spans cut at the harness's own delimiters (a trace that cannot be cut: trace_unattributed finding, no fallback)"
 DEVICE = "cuda"
 PROBLEM = "problems/llama3_1_8b/attn_o_proj_residual"
 WORKLOAD = "prefill_b1_s512"
