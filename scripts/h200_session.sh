@@ -95,6 +95,12 @@ for s in "${STEPS[@]}"; do
       # issue 31: 20 submissions queued at once through `solbench submit --wait` (SQLite), wall and records/min
       step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "results/h200/serve_$STAMP.json" \
         -n 20 --device cuda --budget 0.2 --timeout ${SERVE_WAIT:-150} ;;
+    pool_check)
+      # the burst's room made by its untimed prepare: honest SDPA baselines whose burst outgrew the device
+      # pool inside the parent's clock (REWARD_HACK at 21-68 ms a call on 2026-12-02, call 5)
+      J=problems/flux1_dev/joint_attention/solutions
+      step pool_check timeout ${POOL_TIMEOUT:-80} python3 -m solbench run flux1_dev.joint_attention -s $J/lib_torch_sdpa_flash.py \
+        -s $J/lib_torch_sdpa_cudnn.py -s $J/torch_eager.py --workload 512px_b1 --budget 0.2 -q -o "results/h200/pool_check_$STAMP.jsonl" ;;
     host_check)
       # issue 27: problem code in the sandboxed host on CUDA (a cost-hook problem) and its overhead per case
       step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \
