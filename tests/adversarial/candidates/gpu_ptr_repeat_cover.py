@@ -17,7 +17,7 @@ ALSO = "INCORRECT"  # per-call events mode (2026-12-01, second session): a kept 
 # H200 2026-12-01, first session (graph batches): PASSED at 30.69 us against gpu_honest_addmm 30.88 us.
 # Second session (per-call events, all streams): INCORRECT, a randomly kept timed output after an
 # edit of its set (results/h200/adversarial_gpu_2026-12-01_session2.log). 2026-12-02 (adaptive timer,
-# graph batches again): PASSED at 31.25 us, its honest time (results/h200/adversarial_gpu_2026-12-02.log):
+# graph batches again): PASSED at 31.25 us, its honest time (results/h200/runs_2026-12-02/adversarial_gpu_call3.log):
 # in graph mode its Python runs only while the graph is captured, so the trick never engages.
 PEERS = "17, 19, 22"
 DEFENSE = "inputs edited in place between timed samples; random timed outputs checked; refresh check"
