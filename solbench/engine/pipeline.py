@@ -55,11 +55,14 @@ def default_in_flight(device: str, cores: int) -> int:
     return max(1, min(MAX_IN_FLIGHT, cores // 2))
 
 
-def default_hosts(in_flight: int, cores: int) -> int:
+def default_hosts(in_flight: int, cores: int, device: str = "cpu") -> int:
     """Problem hosts a run keeps: one per two lanes (a problem's candidates share its cases, made
     once), at most a quarter of the cores (each imports torch, holds a device context and makes
-    inputs and references on the CPU), at least one."""
-    return max(1, min(in_flight // 2, cores // 4))
+    inputs and references on the CPU), at least one. On CUDA up to half the cores: the references
+    run on the device, and every check of a lane's records (its burst's and timed outputs') goes to
+    the host that made its cases (H200, 2026-12-02: lanes waited on four hosts' replies)."""
+    share = 2 if device.startswith("cuda") else 4
+    return max(1, min(in_flight // 2, cores // share))
 
 
 def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda") -> int:

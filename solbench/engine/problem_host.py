@@ -556,7 +556,7 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
-    from solbench.worker import encode_header, recv_message, send_encoded, send_message
+    from solbench.worker import encode_header, recv_message, release_device_memory, send_encoded, send_message
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
     while True:
@@ -568,14 +568,7 @@ def serve(sock: Any, sandbox: dict[str, Any]) -> int:
         except BaseException as err:  # noqa: B036 - the problem's failure, whatever it is, is data
             encoded = encode_header(_failure(err))
         send_encoded(sock, *encoded)
-        _release_device_memory()
-
-
-def _release_device_memory() -> None:
-    """Give back what the problem's code cached on the GPU: the parent and the candidate need it."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+        release_device_memory()  # what the problem's code cached: the parent and the candidates need it
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -159,7 +159,7 @@ class Runner:
         # first use and kept for the run (stopped when it ends, or at exit).
         opts = self.options
         self.hosts = HostPool(lambda: new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s),
-                              default_hosts(self.in_flight, cpu_count()))
+                              default_hosts(self.in_flight, cpu_count(), opts.device))
         self._folders: set[str] = set()
         self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
         self._aborted = False

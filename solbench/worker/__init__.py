@@ -35,6 +35,7 @@ _HOME = {
     "enter_sandbox": "main",
     "exit_now": "main",
     "parse_arguments": "main",
+    "release_device_memory": "main",
     "unsupported": "vmm",
     "encode_header": "wire",
     "recv_message": "wire",

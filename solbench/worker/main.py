@@ -534,6 +534,18 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
             except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
                 encoded = pool.encode(_failure(err))
         pool.send(sock, encoded)
+        if op == "burst":  # its output rows (up to 4 GiB) go back to the device, not to this cache
+            del encoded
+            worker.burst_buffers = None
+            release_device_memory()
+
+
+def release_device_memory() -> None:
+    """Give back the device memory this process's allocator keeps cached (a no-op without CUDA): a
+    process that holds GiBs it no longer uses leaves the records in flight beside it short of memory."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _channel(fd: int | None, path: str | None) -> socket.socket:

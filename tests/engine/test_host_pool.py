@@ -86,6 +86,11 @@ def test_hosts_are_one_per_two_lanes_and_at_most_a_quarter_of_the_cores(in_fligh
     assert default_hosts(in_flight, cores) == hosts
 
 
+@pytest.mark.parametrize(("in_flight", "cores", "hosts"), [(1, 2, 1), (12, 16, 6), (12, 8, 4), (8, 64, 4)])
+def test_on_cuda_hosts_are_one_per_two_lanes_and_at_most_half_the_cores(in_flight, cores, hosts):
+    assert default_hosts(in_flight, cores, "cuda") == hosts
+
+
 @pytest.mark.slow
 def test_a_lanes_worker_imports_while_its_first_cases_are_made(tmp_path):
     """No worker started ahead (workers_ahead=0): the lane's own worker is already spawned when the

@@ -276,3 +276,36 @@ def test_failure_message_keeps_the_first_line_and_the_last():
         raise ValueError("one line")
     except ValueError as err:
         assert _failure(err)["message"] == f"ValueError: one line (at test_worker.py:{err.__traceback__.tb_lineno})"
+
+
+def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatch):
+    """A burst's output rows (up to 4 GiB) are cached by the worker's allocator once sent: the worker
+    gives them back after the reply (other records in flight need the memory), and only then."""
+    from solbench.worker import main as worker_main
+    from solbench.worker.wire import recv_message, send_message
+
+    handled: list[str] = []
+    released: list[list[str]] = []
+
+    class Fake:
+        pool = None
+        burst_buffers = None
+
+        def handle(self, msg):
+            handled.append(msg["op"])
+            return {"ok": True, "stacked": [torch.zeros(4)]}
+
+        load = call_setup = burst_prepare = handle
+
+    monkeypatch.setattr(worker_main, "release_device_memory", lambda: released.append(list(handled)))
+    a, b = socket.socketpair()
+    done = threading.Thread(target=worker_main.serve, args=(b, Fake()), daemon=True)
+    done.start()
+    assert recv_message(a)["op"] == "hello"
+    ops = ["call", "burst_prepare", "burst", "call", "time", "burst"]
+    for op in ops:
+        send_message(a, {"op": op})
+        assert recv_message(a)["ok"] is True
+    send_message(a, {"op": "exit"})
+    done.join(5)
+    assert released == [ops[:3], ops]  # right after each burst (its reply sent), after no other request
