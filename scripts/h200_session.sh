@@ -49,13 +49,16 @@ stall_watch() {
   done
 }
 
-# `verify`: every GPU check of this round's issues, ~22 minutes in all; on the lent machine (10 minutes
-# a call) as three calls: `verify_a` (scale and timing), `verify_b` (the corpus and profiles), `verify_c`
-# (the outside-process check's precision and the service). Carry `.whl/` (pydantic, Liger, the service's
-# wheels: scripts/fetch_serve_wheels.sh).
-VERIFY_A="env throughput fidelity baselines"  # the library pass covers every workload of every shipped eager
-VERIFY_B="adversarial_gpu profile_throughput"
-VERIFY_C="evidence serve host_check"
+# `verify`: the GPU checks still open after 2026-12-02, ~27 minutes in all; on the lent machine (10
+# minutes a call) as three calls. `verify_a`: the whole library in the pipelined engine (every shipped
+# torch_eager at every workload: issue 29's eager records too); `verify_b`: every library baseline at its
+# problems' extremes, resuming the day's file (LIB_ARGS=--resume; LIB_TIMEOUT=500); `verify_c`: `solbench
+# profile` over >= 20 problems, the adaptive timer's fidelity and the burst's transport room. The corpus
+# (`adversarial_gpu`) and the service (`serve`) were measured as the issues ask on 2026-12-02 (call 6).
+# Carry `.whl/` (pydantic, Liger, py-spy, the service's wheels: scripts/fetch_serve_wheels.sh).
+VERIFY_A="env throughput"
+VERIFY_B="env baselines_resume"
+VERIFY_C="env profile_throughput fidelity pool_check"
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
 STEPS=()
 for s in "$@"; do
@@ -106,6 +109,11 @@ for s in "${STEPS[@]}"; do
       step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \
         -s problems/llama3_1_8b/paged_attention_decode/solutions/torch_eager.py --budget 0.2 -q \
         -o "results/h200/host_check_$STAMP.jsonl" ;;
+    baselines_resume)
+      # issue 29: every shipped torch_eager and library baseline at each problem's smallest and largest
+      # workload, appended to the day's file, skipping what it already holds
+      step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+        --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
     baselines)
       # issue 29: every library baseline (lib_*.py: PyTorch's SDPA backends, flex_attention, _grouped_mm,
       # _scaled_mm; Liger where carried) at each problem's smallest and largest workload
