@@ -27,6 +27,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from solbench.data import effective_domain
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, make_case, reference_outputs
 from solbench.engine.correctness import MalformedReply
 from solbench.timing import bit_view
@@ -60,11 +61,17 @@ def _late(rng: random.Random, m: int) -> int:
 
 
 def editable_inputs(cases: WorkloadCases) -> list[str]:
-    """Inputs an edit may touch: floating tensors with elements that no output is written into."""
-    inplace = {spec.inplace_of for spec in cases.problem.outputs.values() if spec.inplace_of}
+    """Inputs an edit may touch: floating tensors of the ``value`` role with elements that no output is
+    written into. A ``fixed`` input (a table, a scale, a saved statistic: consistent with the others by
+    declaration) is never edited: elements of another case there make inputs no model produces, on which
+    an honest kernel that relies on the consistency (one that recomputes the forward instead of reading
+    the saved log-sum-exp) and the reference disagree (H200 2026-12-02: FLUX's attention backward)."""
+    problem = cases.problem
+    inplace = {spec.inplace_of for spec in problem.outputs.values() if spec.inplace_of}
     first = cases.sets[0].inputs
     return [n for n, v in first.items()
-            if n not in inplace and hasattr(v, "is_floating_point") and v.is_floating_point() and v.dim() and v.numel()]
+            if n not in inplace and hasattr(v, "is_floating_point") and v.is_floating_point() and v.dim() and v.numel()
+            and effective_domain(problem.inputs[n].domain, problem.inputs[n].dtype).role == "value"]
 
 
 def _refresh_case(cases: WorkloadCases, k: int) -> Case:

@@ -121,3 +121,22 @@ def test_a_reply_that_does_not_follow_the_plan_is_malformed(damage):
         reply["samples"] = 0
     with pytest.raises(MalformedReply):
         _recheck_timed(ctx, reply, plan)
+
+
+def test_edits_never_touch_an_input_declared_fixed():
+    """FLUX's attention backward reads q, k, v and the forward's saved out and lse, all declared fixed
+    (consistent with each other): the timing's and the burst's edits go to grad_out only, so an honest
+    kernel that recomputes the forward agrees with the reference, which reads the saved statistics."""
+    from solbench.data.library import problems_root
+    from solbench.engine import burst
+    from solbench.engine.problem_code import load_generator
+    from solbench.engine.verification import editable_inputs
+
+    problem = load_problem(problems_root(None) / "flux1_dev" / "attention_backward")
+    workload = problem.workloads[0]
+    cases = prepare_cases(problem, workload, base_seed=3, device="cpu", rounds=1, ref_fn=load_reference(problem),
+                          gen_fn=load_generator(problem), axes=dict(problem.resolve_axes(workload), **problem.test_axes))
+    assert editable_inputs(cases) == ["grad_out"]
+    plan = draw_plan(cases, 10)
+    assert plan.edits and {e.input for e in plan.edits} == {"grad_out"}
+    assert set(burst.draw_burst(cases, 20, 0).edits) == {"grad_out"}
