@@ -28,19 +28,21 @@ step() {
   tar czf "$OUT/results.tgz" results/h200 2>/dev/null
 }
 
-# While a long step runs: where its records file stops growing for STALL_S seconds, every Python
-# process's stacks (py-spy, carried in .whl/) go to $OUT/NAME.stacks.txt, at most twice: a hang leaves
-# its cause, and a run that flows is not paused by a dump.
+# While a long step runs: where its records file stops growing for STALL_S seconds (STALL_FIRST_S
+# before its first record: the start, workers and problem hosts at once, takes ~40 s on the H200), every
+# Python process's stacks (py-spy, carried in .whl/) go to $OUT/NAME.stacks.txt, at most twice: a hang
+# leaves its cause, and a run that flows is not paused by a dump.
 stall_watch() {
-  local name=$1 file=$2 last=-1 still=0 dumps=0 spy
+  local name=$1 file=$2 last=-1 still=0 dumps=0 spy limit
   spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
   while [ $dumps -lt 2 ]; do
     sleep 5
     local size; size=$(stat -c %s "$file" 2>/dev/null || echo 0)
     if [ "$size" = "$last" ]; then still=$((still + 5)); else still=0; last=$size; fi
-    [ $still -ge ${STALL_S:-45} ] || continue
+    limit=${STALL_S:-45}; [ "$size" -gt 0 ] || limit=${STALL_FIRST_S:-120}
+    [ $still -ge $limit ] || continue
     still=0; dumps=$((dumps + 1))
-    { echo "##### $name: $file unchanged for ${STALL_S:-45} s at $(date -u +%T)"
+    { echo "##### $name: $file unchanged for $limit s at $(date -u +%T)"
       ps -N --ppid 2 -o pid,ppid,user,stat,wchan:28,etimes,pcpu,rss,args --forest | grep -v " ps -N" | cut -c1-220
       for p in $(pgrep -f python3); do
         echo "----- pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)"
