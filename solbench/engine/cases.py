@@ -22,6 +22,9 @@ from solbench.errors import ProblemError
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
 CPU_CACHE_BYTES = 32 << 20  # rotation target on the CPU (no spec L2 there)
 MAX_CPU_TIMING_SETS = 4
+# Where every timed call follows an L2 flush (TimingConfig.cold_by_flush), sets rotate against caching
+# by address only: as on the CPU, a few do (each one more is a reference to make and a set to check).
+MAX_FLUSHED_TIMING_SETS = 4
 
 
 def derive_seed(base: int, *parts: object) -> int:
@@ -143,8 +146,9 @@ def available_memory(device: str) -> int:
 
 
 def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory_bytes: int,
-                     tensor_bytes: int | None = None) -> int:
-    """How many rotating input sets: their inputs exceed 2x L2 (>= 2 sets), within a quarter of memory.
+                     tensor_bytes: int | None = None, flushed: bool = False) -> int:
+    """How many rotating input sets: their inputs exceed 2x L2 (>= 2 sets), within a quarter of memory;
+    ``flushed`` (every timed call follows an L2 flush): at most ``MAX_FLUSHED_TIMING_SETS``.
 
     Sized on the input bytes, as graph mode's L2 label counts them (a call reads its inputs; its
     outputs are written). Each set's tensors (inputs and outputs, ``tensor_bytes``) live three
@@ -152,7 +156,9 @@ def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory
     """
     input_bytes = max(input_bytes, 1)
     cache = (l2_bytes or CPU_CACHE_BYTES) if device.startswith("cuda") else CPU_CACHE_BYTES
-    cap = MAX_TIMING_SETS if device.startswith("cuda") else MAX_CPU_TIMING_SETS
+    cap = MAX_TIMING_SETS if device.startswith("cuda") and not flushed else MAX_CPU_TIMING_SETS
+    if flushed:
+        cap = min(cap, MAX_FLUSHED_TIMING_SETS)
     wanted = min(cap, 2 * cache // input_bytes + 1)
     fits = memory_bytes // 4 // (3 * max(tensor_bytes or input_bytes, input_bytes))
     return max(2, min(wanted, fits))
@@ -160,9 +166,11 @@ def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory
 
 def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, device: str, rounds: int,
                   ref_fn: Callable[..., Any], gen_fn: Callable[..., dict] | None,
-                  l2_bytes: int | None = None, axes: dict[str, int] | None = None, edge: bool = False) -> WorkloadCases:
+                  l2_bytes: int | None = None, axes: dict[str, int] | None = None, edge: bool = False,
+                  flushed: bool = False) -> WorkloadCases:
     """All rounds and timing sets of a workload, each with fresh seeded inputs and reference outputs;
-    ``edge``: its edge rounds too (:mod:`solbench.engine.edge`)."""
+    ``edge``: its edge rounds too (:mod:`solbench.engine.edge`); ``flushed``: every timed call will
+    follow an L2 flush (few sets: :func:`timing_set_count`)."""
     axes = axes if axes is not None else problem.resolve_axes(workload)
     check_fits(problem, workload, axes, rounds, device)
     scalars = problem.scalars_for(workload)
@@ -174,7 +182,7 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
             cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
         first = cases.rounds[0] if cases.rounds else None
         n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
-                                  available_memory(device), first.tensor_bytes() if first else None)
+                                  available_memory(device), first.tensor_bytes() if first else None, flushed)
         for i in range(n_sets):
             seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
             cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))

@@ -312,7 +312,7 @@ class Runner:
             with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
                 cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
                                       rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
-                                      edge=opts.edge_rounds)
+                                      edge=opts.edge_rounds, flushed=self.timing.cold_by_flush)
                 roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
         return cases, roof
 

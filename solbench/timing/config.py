@@ -62,6 +62,13 @@ class TimingConfig:
     subtract_overhead: bool = True
     set_bytes: int | None = None  # bytes of one input set: graph mode reports its L2 policy from it
 
+    @property
+    def cold_by_flush(self) -> bool:
+        """Every timed call on a GPU follows its own L2 flush, none is batched (events; under the
+        all-stream timer 'auto' is events too): a call's cache is cold whatever set it runs on, so the
+        sets need not outgrow the L2 (graph mode's back-to-back replays need them to)."""
+        return self.device == "cuda" and (self.method == "events" or (self.method == "auto" and self.cupti))
+
     def validate(self) -> None:
         if self.device not in DEVICES:
             raise TimingError(f"timing device {self.device!r}: use one of {', '.join(DEVICES)}")

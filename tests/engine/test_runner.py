@@ -75,6 +75,27 @@ def test_timing_set_count(set_bytes, device, l2, memory, expected):
         assert n * set_bytes > 2 * l2
 
 
+@pytest.mark.parametrize("set_bytes, memory, expected", [
+    (4096, 100 << 30, 4),  # tiny sets: a few, each call's L2 is flushed anyway
+    (1 << 20, 100 << 30, 4),
+    (32 << 20, 100 << 30, 4),
+    (512 << 20, 100 << 30, 2),  # big ones: still two at least
+    (8 << 20, 300 << 20, 3),  # memory caps as before
+])
+def test_timing_set_count_where_every_call_follows_a_flush(set_bytes, memory, expected):
+    assert timing_set_count(set_bytes, "cuda", 60 << 20, memory, flushed=True) == expected
+
+
+def test_the_calls_are_cold_by_flush_under_events_and_the_all_stream_timer_only():
+    from solbench.timing.config import TimingConfig
+
+    assert TimingConfig(device="cuda").cold_by_flush  # auto with the all-stream timer: events
+    assert TimingConfig(device="cuda", method="events", cupti=False).cold_by_flush
+    assert not TimingConfig(device="cuda", method="auto", cupti=False).cold_by_flush  # may batch in a graph
+    assert not TimingConfig(device="cuda", method="graph").cold_by_flush
+    assert not TimingConfig(device="cpu").cold_by_flush
+
+
 def test_cpu_estimate_is_an_upper_bound_on_one_core():
     spec = cpu_estimate_spec()
     assert spec.id == "cpu_estimate" and spec.device_type == "cpu"
