@@ -7,6 +7,11 @@ events for comparison; and the same candidate timed in two processes.
     python benchmarks/timing_fidelity.py --out results/timing_fidelity_h200_sxm.json
     python benchmarks/timing_fidelity.py --compare --out results/h200/timing_adaptive.json
 
+``--compare --sets``: the engine's set count instead of the timer's settings: each add case timed by
+today's timer on as many rotating sets as graph mode wants (inputs over 2x L2, up to 256) and on the
+few a flushed timing gets (``solbench.engine.cases.MAX_FLUSHED_TIMING_SETS``), alternately; the
+medians must agree within 1%.
+
 ``--compare``: each case timed by the former settings (``BEFORE``: 50 ms of warm-up, a 256 MiB flush,
 up to 2000 samples) and by today's defaults, alternately (before, after, before, after, ...), in one
 process; the medians must agree within 1% while the device time of a timing drops. Each timing's
@@ -49,17 +54,18 @@ WALL_MIN_S = 100e-6
 TRUTH_SPIN_CYCLES = 2_000_000  # ~1 ms at H200 clocks: longer than any case's host enqueue  # host wall-clock reference only where the host's launch path is hidden
 
 
-def _engine_set_count(input_bytes: int, tensor_bytes: int, device: str) -> int:
-    """As many rotating sets as `solbench run` would use (their inputs exceed 2x L2 where memory allows)."""
+def _engine_set_count(input_bytes: int, tensor_bytes: int, device: str, flushed: bool = False) -> int:
+    """As many rotating sets as `solbench run` would use (their inputs exceed 2x L2 where memory allows;
+    ``flushed``: as a timing whose every call follows an L2 flush gets)."""
     from solbench.engine.cases import available_memory, timing_set_count
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else None
-    return timing_set_count(input_bytes, device, l2, available_memory(device), tensor_bytes)
+    return timing_set_count(input_bytes, device, l2, available_memory(device), tensor_bytes, flushed)
 
 
-def _add_case(nbytes: int, device: str, n_sets: int | None = None) -> Case:
+def _add_case(nbytes: int, device: str, n_sets: int | None = None, flushed: bool = False) -> Case:
     n = max(1, nbytes // 4)
-    n_sets = n_sets or _engine_set_count(2 * 4 * n, 3 * 4 * n, device)
+    n_sets = n_sets or _engine_set_count(2 * 4 * n, 3 * 4 * n, device, flushed)
     sets = [(torch.randn(n, device=device), torch.randn(n, device=device)) for _ in range(n_sets)]
     return (lambda i: torch.add(*sets[i])), n_sets, {"bytes": 3 * 4 * n, "expect": lambda i: sets[i][0] + sets[i][1]}
 
@@ -297,23 +303,27 @@ def _side(runs: list[dict]) -> dict:
 
 
 def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: float, repeats: int,
-                 flush_l2_factor: float | None = None) -> dict:
-    """One case timed alternately by the former settings and today's; medians and costs of both."""
+                 flush_l2_factor: float | None = None, build_after: Callable[[], Case] | None = None) -> dict:
+    """One case timed alternately by the former settings and today's; medians and costs of both.
+    ``build_after``: the after side on a case of its own, both sides by today's timer (``--sets``)."""
     fn, n_sets, meta = build()
     after = TimingConfig(device=device, budget_s=budget_s, **({"flush_l2_factor": flush_l2_factor} if flush_l2_factor else {}))
-    configs = {"before": before_config(device, budget_s), "after": after}
+    fn_after, sets_after, _ = build_after() if build_after is not None else (fn, n_sets, meta)
+    sides = {"before": (fn, n_sets, before_config(device, budget_s) if build_after is None else after),
+             "after": (fn_after, sets_after, after)}
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     fn(0)
+    fn_after(0)
     for _ in range(repeats):
-        for side, config in configs.items():
+        for side, (f, n, config) in sides.items():
             if device == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            res, _ = time_calls(fn, n_sets, config)
+            res, _ = time_calls(f, n, config)
             runs[side].append(_cost(res, time.perf_counter() - t0))
     before, after = _side(runs["before"]), _side(runs["after"])
     rel = (after["median_s"] - before["median_s"]) / before["median_s"]
-    row = {"case": name, "before": before, "after": after, "rel_diff": rel,
+    row = {"case": name, "before": before, "after": after, "rel_diff": rel, "sets": [n_sets, sets_after],
            "wall_ratio": after["wall_s"] / before["wall_s"] if before["wall_s"] else None}
     if meta.get("expected_flags"):
         row["note"] = "not a fidelity case (flagged)"
@@ -321,7 +331,7 @@ def compare_case(name: str, build: Callable[[], Case], device: str, budget_s: fl
         row["goal"] = 0.01
         row["pass"] = abs(rel) <= 0.01
     if device == "cuda":
-        del fn, meta
+        del fn, meta, fn_after, sides
         torch.cuda.empty_cache()
     return row
 
@@ -374,7 +384,10 @@ def run_compare(args: argparse.Namespace, cases: dict[str, Callable[[], Case]], 
             doc["stopped"] = f"time box of {args.time_box:g} s reached before {name}"
             break
         try:
-            rows.append(compare_case(name, cases[name], args.device, budget, args.repeats, args.flush_l2_factor))
+            flushed = _flushed_add(name, args.device) if args.sets else None
+            if args.sets and flushed is None:
+                continue  # only the add cases take the engine's set count
+            rows.append(compare_case(name, cases[name], args.device, budget, args.repeats, args.flush_l2_factor, flushed))
         except Exception as err:  # noqa: BLE001 - report and carry on with the other cases
             rows.append({"case": name, "error": f"{type(err).__name__}: {str(err)[:300]}"})
         for r in rows[-1:]:
@@ -385,6 +398,16 @@ def run_compare(args: argparse.Namespace, cases: dict[str, Callable[[], Case]], 
     print_compare([r for r in rows if "before" in r], previous)
     print(f"wrote {args.out} ({time.monotonic() - t0:.0f} s): {doc['summary']}")
     return doc
+
+
+ADD_BYTES = {"add_4KiB": 4 << 10, "add_1MiB": 1 << 20, "add_16MiB": 16 << 20, "add_64MiB": 64 << 20,
+             "add_256MiB": 256 << 20}
+
+
+def _flushed_add(name: str, device: str) -> Callable[[], Case] | None:
+    """--sets: the add case on the sets a flushed timing gets, or None for a case the set count does not size."""
+    nbytes = ADD_BYTES.get(name)
+    return None if nbytes is None else (lambda: _add_case(nbytes, device, flushed=True))
 
 
 def _summarize(doc: dict) -> None:
@@ -427,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--previous", type=Path, default=ROOT / "results" / "h200" / "timing_fidelity_2026-12-01_session2.json",
                     help="--compare: a committed fidelity run whose medians are listed beside")
     ap.add_argument("--time-box", type=float, default=0.0, help="--compare: start no case after this many seconds")
+    ap.add_argument("--sets", action="store_true", help="--compare: the add cases on graph mode's rotating sets "
+                                                        "against a flushed timing's few, by today's timer")
     ap.add_argument("--flush-l2-factor", type=float, default=None, help="--compare: today's settings with this flush "
                                                                         "(x L2) instead of the default")
     args = ap.parse_args(argv)

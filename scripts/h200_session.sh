@@ -60,7 +60,7 @@ stall_watch() {
 # Carry `.whl/` (pydantic, Liger, py-spy, the service's wheels: scripts/fetch_serve_wheels.sh).
 VERIFY_A="env throughput"
 VERIFY_B="env baselines_resume"
-VERIFY_C="env profile_throughput fidelity pool_check"
+VERIFY_C="env profile_throughput fidelity fidelity_sets pool_check"
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
 STEPS=()
 for s in "$@"; do
@@ -188,6 +188,11 @@ for s in "${STEPS[@]}"; do
       # the adaptive timer against the former settings, case by case (medians and device time per timing)
       step fidelity timeout ${FIDELITY_TIMEOUT:-120} python3 benchmarks/timing_fidelity.py --compare --repeats 3 \
         ${FIDELITY_ARGS:-} --out "results/h200/timing_adaptive_$STAMP.json" ;;
+    fidelity_sets)
+      # the engine's set count: graph mode's rotating sets (up to 256) against a flushed timing's few (4),
+      # the add cases, today's timer, alternately (medians within 1%: the change of 2026-12-02)
+      step fidelity_sets timeout ${FIDELITY_TIMEOUT:-120} python3 benchmarks/timing_fidelity.py --compare --sets --repeats 3 \
+        --out "results/h200/timing_sets_$STAMP.json" ;;
     overhead)
       # the all-stream CUPTI timer against events only, same problems and candidates, back to back
       step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "results/h200/harness_overhead_all_streams_$STAMP.json"
