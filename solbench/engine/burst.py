@@ -339,16 +339,21 @@ def judge_gpu(result: dict[str, Any], claimed_s: float, seen: dict[str, Any], ca
 def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, int], bursts: list[BurstPlan],
                claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
                observe: Callable[[], Any] | None,
-               hold: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[dict[str, Any], BurstVerdict | None]:
-    """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``hold``
-    is held over the requests only (the device alone): the edits are drawn before it, the judgement and
-    the references of the checked calls made after it."""
+               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
+               ) -> tuple[dict[str, Any], BurstVerdict | None]:
+    """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``holds``:
+    (the device alone, the device shared). The first is held over the pings and the burst itself only:
+    its room is made before, under the second (device work, untimed), the edits are drawn before it,
+    the judgement and the references of the checked calls made after it."""
     plan, samples = timed
     calls, out_bytes = bursts[-1].calls, output_bytes(cases)
     header = burst_request(cases, bursts[-1], expect)
-    with hold():
+    alone, shared = holds
+    with shared():
         left = max(deadline - time.monotonic(), 0.001)
         request({"op": "burst_prepare", "calls": calls, "expect": expect, "edit_bytes": edit_bytes(header)}, left, 0)
+    with alone():
+        left = max(deadline - time.monotonic(), 0.001)
         rtt = ping(request, left)
         done = observe() if observe is not None else None
         t0 = time.perf_counter()
@@ -384,14 +389,16 @@ def _second_calls(first: dict[str, Any], out_bytes: int, deadline: float | None 
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None,
-              hold: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[dict[str, Any], BurstVerdict | None]:
+              holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
+              ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
     result (what was seen from outside: CPU time, NVML) is kept with that attempt. On a GPU the second
     burst lasts ``GPU_SECOND_BURST_S`` and is judged by NVML's device-busy time where it saw enough.
-    ``hold`` (the device gate, alone) is held over each burst's requests, nothing else: drawing the
-    edits, judging and the references of the checked calls are untimed work.
+    ``holds`` (the device gate, alone and shared): alone over each burst's pings and request, nothing
+    else; making its room, drawing the edits, judging and the references of the checked calls are
+    untimed work.
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -404,7 +411,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
             calls = _second_calls(attempts[-1], out_bytes, deadline)
         bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
-                                     observe, hold)
+                                     observe, holds)
         attempts.append(result)
         if failure is not None:
             return summary, failure

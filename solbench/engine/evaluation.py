@@ -514,7 +514,7 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
 
     observe = window.observer.start if window.observer is not None else None
     summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe,
-                                 lambda: slot.access("burst"))
+                                 (lambda: slot.access("burst"), lambda: slot.access("burst_prepare")))
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))
