@@ -9,7 +9,7 @@ events for comparison; and the same candidate timed in two processes.
 
 ``--compare --sets``: the engine's set count instead of the timer's settings: each add case timed by
 today's timer on as many rotating sets as graph mode wants (inputs over 2x L2, up to 256) and on the
-few a flushed timing gets (``solbench.engine.cases.MAX_FLUSHED_TIMING_SETS``), alternately; the
+few a flushed timing gets (``solbench.settings.MAX_FLUSHED_TIMING_SETS``), alternately; the
 medians must agree within 1%.
 
 ``--compare``: each case timed by the former settings (``BEFORE``: 50 ms of warm-up, a 256 MiB flush,

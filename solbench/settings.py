@@ -31,6 +31,9 @@ WARMUP_MIN_S = 0.005  # floor of the warm-up
 WARMUP_STABLE_REL = 0.02  # warm-up is over when the last 5 calls' median is this close to the 5 before
 FLUSH_L2_FACTOR = 2.0  # the L2 flush writes this many times the L2's size
 MIN_FLUSH_BYTES = 256 * 2**20  # the L2 flush when the L2's size is unknown (and the CUPTI cross-check's)
+# Where every timed call follows an L2 flush (TimingConfig.cold_by_flush), timing sets rotate against
+# caching by address only: as on the CPU, a few do (each one more is a reference to make and a set to check).
+MAX_FLUSHED_TIMING_SETS = 4
 GRAPH_THRESHOLD_S = 20e-6  # timing method auto picks graph below this first-estimate call time
 OUTPUT_SETTLE_S = 0.002  # how long a candidate's outputs must stay unchanged after a call
 

@@ -18,13 +18,11 @@ from typing import Any
 from solbench.data import Problem, Tolerance, Workload, make_inputs
 from solbench.engine.problem_host import HostedReference
 from solbench.errors import ProblemError
+from solbench.settings import MAX_FLUSHED_TIMING_SETS
 
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
 CPU_CACHE_BYTES = 32 << 20  # rotation target on the CPU (no spec L2 there)
 MAX_CPU_TIMING_SETS = 4
-# Where every timed call follows an L2 flush (TimingConfig.cold_by_flush), sets rotate against caching
-# by address only: as on the CPU, a few do (each one more is a reference to make and a set to check).
-MAX_FLUSHED_TIMING_SETS = 4
 
 
 def derive_seed(base: int, *parts: object) -> int:
