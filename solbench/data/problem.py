@@ -248,8 +248,13 @@ class Problem(_Strict):
 
     def auto_bytes(self, axes: dict[str, int]) -> int:
         """Each input read once plus each output written once, at its own dtype; scalars 0."""
+        return self.declared_bytes(self.inputs, axes) + self.declared_bytes(self.outputs, axes)
+
+    def declared_bytes(self, tensors: dict[str, Any], axes: dict[str, int]) -> int:
+        """The bytes of these declared tensors (``self.inputs``, ``self.outputs`` or part of them) at
+        ``axes``, each at its own dtype; scalars 0."""
         total = 0
-        for name, spec in [*self.inputs.items(), *self.outputs.items()]:
+        for name, spec in tensors.items():
             shp = self.shape(name, axes)
             if shp is not None:
                 total += math.prod(shp) * ITEMSIZE[spec.dtype]

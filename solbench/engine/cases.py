@@ -154,9 +154,7 @@ def timing_set_count(input_bytes: int, device: str, l2_bytes: int | None, memory
     """
     input_bytes = max(input_bytes, 1)
     cache = (l2_bytes or CPU_CACHE_BYTES) if device.startswith("cuda") else CPU_CACHE_BYTES
-    cap = MAX_TIMING_SETS if device.startswith("cuda") and not flushed else MAX_CPU_TIMING_SETS
-    if flushed:
-        cap = min(cap, MAX_FLUSHED_TIMING_SETS)
+    cap = MAX_FLUSHED_TIMING_SETS if flushed else MAX_TIMING_SETS if device.startswith("cuda") else MAX_CPU_TIMING_SETS
     wanted = min(cap, 2 * cache // input_bytes + 1)
     fits = memory_bytes // 4 // (3 * max(tensor_bytes or input_bytes, input_bytes))
     return max(2, min(wanted, fits))

@@ -12,14 +12,13 @@ handed to a worker (the transports copy them), so no candidate can write what an
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solbench.data import ITEMSIZE, Problem, Workload
+from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
 from solbench.engine.ledger import Ledger
 from solbench.worker import CandidateFile
@@ -71,8 +70,7 @@ def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type:
     the burst keeps its outputs in (up to 4 GiB on a GPU: left out, records ran out of memory beside
     others on the H200 and ran again alone, holding the pipeline back 45-100 s each)."""
     axes = problem.resolve_axes(workload)
-    out_bytes = sum(math.prod(shape) * ITEMSIZE[spec.dtype] for name, spec in problem.outputs.items()
-                    if (shape := problem.shape(name, axes)) is not None)
+    out_bytes = problem.declared_bytes(problem.outputs, axes)
     return (rounds + 6) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solbench.data import ITEMSIZE, Cost, Problem, cost_from_result
+from solbench.data import Cost, Problem, cost_from_result
 from solbench.errors import ProblemError, SolbenchError
 from solbench.settings import PROBLEM_TIMEOUT_S, WORKER_START_TIMEOUT_S
 
@@ -140,7 +140,7 @@ class ProblemHost:
         """The reference's outputs on these inputs, on ``device``."""
         what = f"reference {problem.reference}"
         reply = self.request(problem, what, {"op": "reference", "axes": axes, "args": list(args), "device": device},
-                             _declared_bytes(problem, problem.outputs, axes))
+                             problem.declared_bytes(problem.outputs, axes))
         outputs = reply.get("outputs")
         if not isinstance(outputs, list):
             raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no outputs"])
@@ -155,7 +155,7 @@ class ProblemHost:
                                                    if problem.input_generator else "")
         reply = self.request(problem, what, {"op": "case", "axes": axes, "seed": seed, "device": device,
                                              "scalars": scalars},
-                             _declared_bytes(problem, problem.inputs, axes) + _declared_bytes(problem, problem.outputs, axes))
+                             problem.declared_bytes(problem.inputs, axes) + problem.declared_bytes(problem.outputs, axes))
         values, outputs = reply.get("inputs"), reply.get("outputs")
         if not isinstance(values, list) or len(values) != len(problem.inputs) or not isinstance(outputs, list):
             raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no case"])
@@ -177,7 +177,7 @@ class ProblemHost:
 
         what = f"input generator {problem.input_generator}"
         reply = self.request(problem, what, {"op": "generate", "axes": axes, "seed": seed, "device": device},
-                             _declared_bytes(problem, problem.inputs, axes))
+                             problem.declared_bytes(problem.inputs, axes))
         values = reply.get("values")
         if not isinstance(values, dict):
             raise ProblemError([f"{problem.path or problem.name}: {what} must return a dict of inputs"])
@@ -306,21 +306,6 @@ def _described(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("type") or "not a tensor")[:60]
     return type(value).__name__
-
-
-def _declared_bytes(problem: Problem, tensors: dict[str, Any], axes: dict[str, int]) -> int:
-    total = 0
-    for name, spec in tensors.items():
-        shape = problem.shape(name, axes)
-        total += 0 if shape is None else _prod(shape) * ITEMSIZE[spec.dtype]
-    return total
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _problem_message(problem: Problem) -> dict[str, Any]:

@@ -279,7 +279,7 @@ class Runner:
                  alone: bool) -> ResultRecord | None:
         """The record, or None when it ran out of device memory beside other records (retry alone)."""
         slot.ledger = ledger
-        held = self.memory.acquire(record_bytes(problem, workload, self.options.rounds, "cuda" if self.options.device.startswith("cuda") else "cpu"), ledger, alone=alone)
+        held = self.memory.acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device), ledger, alone=alone)
         try:
             with ledger.phase("cases_s"):
                 # The same seeds for every candidate: all of them see the same inputs, made once.
