@@ -95,7 +95,31 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
     by_kind = {k: round(sum(i.end - i.start for i in windows if i.kind == k), 2) for k in sorted({i.kind for i in windows})}
     return {"timing_windows": sum(i.kind == "time" for i in windows), "exclusive_windows": len(windows),
             "exclusive_s": round(alone, 2), "exclusive_by_kind_s": by_kind,
-            "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals))}
+            "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals)),
+            "shared_by_kind": shared_by_kind(gate.intervals)}
+
+
+def shared_by_kind(intervals: list[Any]) -> dict[str, dict[str, float]]:
+    """Untimed holds per kind: how many, their seconds in all and the longest (what a timing window waits for)."""
+    out: dict[str, dict[str, float]] = {}
+    for i in intervals:
+        if i.exclusive:
+            continue
+        row = out.setdefault(i.kind, {"n": 0, "total_s": 0.0, "max_s": 0.0})
+        row["n"] += 1
+        row["total_s"] = round(row["total_s"] + i.end - i.start, 3)
+        row["max_s"] = round(max(row["max_s"], i.end - i.start), 3)
+    return out
+
+
+def write_intervals(gate: DeviceGate | None, path: Path | None) -> None:
+    """Every hold of the gate (owner, kind, pid, start and end from the first), for the timeline."""
+    if gate is None or path is None or not gate.intervals:
+        return
+    t0 = min(i.start for i in gate.intervals)
+    rows = [[i.owner, i.kind, i.exclusive, i.pid, round(i.start - t0, 4), round(i.end - t0, 4)] for i in gate.intervals]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"fields": ["owner", "kind", "exclusive", "pid", "start_s", "end_s"], "rows": rows}))
 
 
 def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -212,6 +236,7 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--cluster", default=None, help="ray or ray://HOST:PORT")
     ap.add_argument("--no-edge", action="store_true", help="without the edge rounds (to measure what they cost)")
     ap.add_argument("--small", action="store_true", help="each problem shrunk to its test_axes (quick CPU runs)")
+    ap.add_argument("--intervals", default=None, help="write every hold of the device gate here (JSON)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=60.0)
     return ap.parse_args()
@@ -248,6 +273,7 @@ def main() -> None:
         meta["spec"] = result.spec_id
         complete = True
     summary = tally.write(complete=complete)
+    write_intervals(tally.runner.gate if tally.runner is not None else None, Path(args.intervals) if args.intervals else None)
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
 
 

@@ -51,6 +51,23 @@ stall_watch() {
   done
 }
 
+# While the throughput step runs: where the parent's time goes (py-spy, sampled: all its busy threads,
+# then only the one holding the GIL), the device's busy share each second (nvidia-smi dmon) and the
+# host's cores (top), under results/h200/diag_STAMP/ (packed with the results).
+load_watch() {
+  local dir=results/h200/diag_$STAMP spy pid
+  mkdir -p "$dir"
+  spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+  timeout ${LOAD_WATCH_S:-400} nvidia-smi dmon -s u -d 1 > "$dir/dmon.txt" 2>&1 &
+  timeout ${LOAD_WATCH_S:-400} top -b -d 20 -w 200 > "$dir/top.txt" 2>&1 &
+  sleep ${SPY_AFTER_S:-80}
+  pid=$(pgrep -f "benchmarks/library_throughput.py" | head -1)
+  [ -n "$pid" ] || return
+  timeout 60 "$spy" record --pid "$pid" --duration 40 --rate 40 --nonblocking --format raw -o "$dir/parent_busy.txt" >/dev/null 2>&1
+  timeout 60 "$spy" record --pid "$pid" --duration 40 --rate 40 --nonblocking --gil --format raw -o "$dir/parent_gil.txt" >/dev/null 2>&1
+  gzip -f "$dir"/parent_*.txt
+}
+
 # `verify`: the GPU checks still open after 2026-12-02, ~27 minutes in all; on the lent machine (10
 # minutes a call) as three calls. `verify_a`: the whole library in the pipelined engine (every shipped
 # torch_eager at every workload: issue 29's eager records too); `verify_b`: every library baseline at its
@@ -248,9 +265,11 @@ for s in "${STEPS[@]}"; do
       # torch.compile), one executor per GPU; the summary is rewritten after every record, so the time
       # box keeps what finished (~9 min)
       stall_watch throughput "results/h200/library_throughput_$STAMP.jsonl" & WATCH=$!
+      load_watch & LOADW=$!
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
-        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" ${THROUGHPUT_ARGS:---time-box 420}
-      kill $WATCH 2>/dev/null
+        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" \
+        --intervals "results/h200/diag_$STAMP/gate_intervals.json" ${THROUGHPUT_ARGS:---time-box 420}
+      kill $WATCH $LOADW 2>/dev/null; pkill -f "nvidia-smi dmon" 2>/dev/null; pkill -x top 2>/dev/null
       cp results/h200/library_throughput.json "results/h200/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
