@@ -15,13 +15,20 @@ from solbench.worker.cuda_source import extension_name, first_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "problems" / "llama3_1_8b"
-LIGER = sorted(LLAMA.glob("*/solutions/lib_liger_*.py"))
+LIGER = sorted((ROOT / "problems").glob("*/*/solutions/lib_liger_*.py"))
 HAVE_LIGER = importlib.util.find_spec("liger_kernel") is not None
 
 
-def test_liger_baselines_ship_for_the_llama_ops():
-    assert {p.parent.parent.name for p in LIGER} >= {"rmsnorm", "fused_add_rmsnorm", "rope", "swiglu",
-                                                      "gate_up_swiglu", "cross_entropy"}
+def _problem_id(path: Path) -> str:
+    return f"{path.parents[2].name}.{path.parents[1].name}"
+
+
+def test_liger_baselines_ship_for_the_llama_ops_and_their_kin():
+    assert {_problem_id(p) for p in LIGER} >= {
+        *(f"llama3_1_8b.{op}" for op in ("rmsnorm", "fused_add_rmsnorm", "rope", "swiglu", "gate_up_swiglu",
+                                         "cross_entropy")),
+        "qwen3_30b_a3b.rmsnorm", "mistral_7b.fused_add_rmsnorm", "vit_l16.layernorm", "phi3_mini.gate_up_swiglu",
+        "llama4_scout.shared_expert_gate_up_swiglu", "gemma2_9b.gelu_tanh_mul"}
 
 
 def test_a_shipped_run_says_which_candidate_it_skips_and_why(tmp_path):
@@ -114,12 +121,33 @@ class LigerRopeFunction(torch.autograd.Function):
             t.copy_(t * c + rotated * s)
         return q.transpose(1, 2), k.transpose(1, 2)
 """,
+    "ops/layer_norm.py": """
+import torch
+class LigerLayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, W, B, eps):
+        xf = X.contiguous().float()  # mean, biased variance and the affine in float32, one rounding
+        centered = xf - xf.mean(-1, keepdim=True)
+        rstd = torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + eps)
+        return (centered * rstd * W.float() + B.float()).to(X.dtype)
+""",
+    "ops/geglu.py": """
+import math
+import torch
+class LigerGELUMulFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = a.contiguous(), b.contiguous()  # its ensure_contiguous: the kernel reads both with one row stride
+        af = a.float()
+        gelu = 0.5 * af * (1 + torch.tanh(math.sqrt(2 / math.pi) * (af + 0.044715 * af ** 3)))
+        return gelu.to(b.dtype) * b
+""",
 }
 
 
 @pytest.mark.skipif(HAVE_LIGER, reason="liger_kernel is installed here: the real one is not replaced")
-@pytest.mark.parametrize("op", ["rmsnorm", "fused_add_rmsnorm", "swiglu", "gate_up_swiglu", "rope"])
-def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monkeypatch, op):
+@pytest.mark.parametrize("path", [p for p in LIGER if p.name != "lib_liger_cross_entropy.py"], ids=_problem_id)
+def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monkeypatch, path):
     import torch
 
     from solbench.data.problem import load_problem
@@ -131,16 +159,17 @@ def test_liger_wrappers_follow_the_libraries_calling_conventions(tmp_path, monke
         (tmp_path / "liger_kernel" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "liger_kernel" / rel).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    problem = small_problem(load_problem(LLAMA / op))
+    problem = small_problem(load_problem(path.parents[1]))
     axes = problem.resolve_axes(problem.workloads[0])
     inputs = make_inputs(problem, axes, 5)
     before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-    run, _ = load_entry_points(LLAMA / op / "solutions" / f"lib_liger_{op}.py")
+    run, _ = load_entry_points(path)
     got = run(*inputs.values())
     want = load_reference(problem)(*inputs.values())
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
-        torch.testing.assert_close(g.float(), w.float(), atol=2e-2, rtol=2e-2)
+        tol = problem.tolerance
+        torch.testing.assert_close(g.float(), w.float(), atol=tol.atol, rtol=tol.rtol)
     assert all(torch.equal(inputs[k], v) for k, v in before.items())  # no input written (Liger's RoPE is in place)
     for name in [m for m in sys.modules if m.startswith("liger_kernel")]:
         monkeypatch.delitem(sys.modules, name)
