@@ -1,23 +1,50 @@
 """PyTorch library baselines (``lib_torch_*.py``) on the CPU at each problem's test axes, against the problem's
-reference within its tolerance: flex_attention runs uncompiled (its math path; the compiled kernel is the H200's),
-and the SDPA backends that exist only on CUDA are swapped for the math backend (same call, same arguments)."""
+reference within its tolerance and through the engine's edge rounds: flex_attention runs uncompiled (its math
+path; the compiled kernel is the H200's), the SDPA backends that exist only on CUDA (cuDNN, memory-efficient)
+are swapped for the math backend (same call, same arguments), and torch._grouped_mm runs as it is."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
-from edge_check import first_failure
+from edge_check import edge_rounds, run_round
 
 from solbench.data.problem import load_problem
 from solbench.engine.correctness import compare_tensors
 from solbench.engine.problem_code import load_module, load_reference, make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
-FLEX = ["gemma2_9b/attention_decode_softcap", "llama3_1_8b/varlen_prefill_attention",
-        "gemma3_27b/sliding_window_attention_prefill", "llama4_scout/chunked_attention_prefill",
-        "gpt_oss_20b/attention_sinks_prefill", "gpt_oss_20b/attention_sinks_decode"]
+SOLUTIONS = ROOT / "problems"
+BASELINES = sorted([*SOLUTIONS.glob("*/*/solutions/lib_torch_flex_attention.py"),
+                    *SOLUTIONS.glob("*/*/solutions/lib_torch_sdpa_*.py"),
+                    *SOLUTIONS.glob("*/*/solutions/lib_torch_grouped_mm.py")])
+
+
+def _baseline_id(path: Path) -> str:
+    return f"{path.parents[2].name}.{path.parents[1].name}/{path.stem}"
+
+
+@contextmanager
+def _math_backend(_backend):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
+
+
+def _cpu_run(path: Path, monkeypatch):
+    """The baseline's run(), with its CUDA-only call swapped for the same call on a CPU path."""
+    module = load_module(path, "torch_baseline")
+    if path.stem == "lib_torch_flex_attention":
+        from torch.nn.attention.flex_attention import flex_attention
+
+        monkeypatch.setattr(module, "_compiled", flex_attention)  # eager flex: the same call, on its math path
+    elif path.stem in ("lib_torch_sdpa_cudnn", "lib_torch_sdpa_efficient"):
+        monkeypatch.setattr(module, "sdpa_kernel", _math_backend)  # the CPU has flash and math kernels only
+    return module.run
 
 
 def _check_against_reference(folder: Path, run) -> None:
@@ -35,37 +62,31 @@ def _check_against_reference(folder: Path, run) -> None:
     assert all(torch.equal(inputs[k], v) for k, v in pristine.items())
 
 
-def _flex_baseline(op: str, monkeypatch):
-    from torch.nn.attention.flex_attention import flex_attention
-
-    module = load_module(ROOT / "problems" / op / "solutions" / "lib_torch_flex_attention.py", "flex_baseline")
-    monkeypatch.setattr(module, "_compiled", flex_attention)  # eager flex: the same call, on its math path
-    return module.run
+@pytest.mark.parametrize("path", BASELINES, ids=_baseline_id)
+def test_torch_baseline_matches_the_reference(path, monkeypatch):
+    _check_against_reference(path.parents[1], _cpu_run(path, monkeypatch))
 
 
-@pytest.mark.parametrize("op", FLEX)
-def test_flex_attention_baseline_matches_the_reference(op, monkeypatch):
-    _check_against_reference(ROOT / "problems" / op, _flex_baseline(op, monkeypatch))
-
-
-@pytest.mark.parametrize("op", FLEX)
-def test_flex_attention_baseline_passes_the_edge_rounds(op, monkeypatch):
+@pytest.mark.parametrize("path", BASELINES, ids=_baseline_id)
+def test_torch_baseline_passes_the_edge_rounds(path, monkeypatch):
     """The engine's edge rounds (stressed value domains, strided layouts) at the problem's small shape."""
-    problem = load_problem(ROOT / "problems" / op / "problem.yaml")
-    run = _flex_baseline(op, monkeypatch)
-    assert first_failure(problem, run) is None
+    problem = load_problem(path.parents[1] / "problem.yaml")
+    run = _cpu_run(path, monkeypatch)
+    ran = [r for r in edge_rounds(problem) if r.skipped is None]
+    assert ran
+    failures = {r.name: why for r in ran if (why := run_round(problem, r, run)) is not None}
+    assert not failures, failures
 
 
 def test_chunked_flex_mask_cuts_at_the_chunk_boundary(monkeypatch):
     """A chunk of 64 in a 256-token prompt (the test axes hold one chunk of 8192): the reference takes the chunk
     as an input too, so both see four chunks."""
-    op = "llama4_scout/chunked_attention_prefill"
-    problem = load_problem(ROOT / "problems" / op / "problem.yaml")
+    folder = SOLUTIONS / "llama4_scout" / "chunked_attention_prefill"
+    problem = load_problem(folder / "problem.yaml")
     inputs = make_inputs(problem, problem.test_axes_resolved(), seed=5, device="cpu")
     inputs["chunk"] = 64
-    got = _flex_baseline(op, monkeypatch)(*inputs.values())
-    want = load_reference(problem)(*inputs.values())
-    assert compare_tensors(got, want, problem.tolerance.atol, problem.tolerance.rtol).passed
+    got = _cpu_run(folder / "solutions" / "lib_torch_flex_attention.py", monkeypatch)(*inputs.values())
+    tol = problem.tolerance
+    assert compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
     inputs["chunk"] = 8192
-    assert not compare_tensors(got, load_reference(problem)(*inputs.values()), problem.tolerance.atol,
-                               problem.tolerance.rtol).passed  # the boundary matters at these inputs
+    assert not compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
