@@ -146,6 +146,7 @@ class Tally:
         self.stamps: list[float] = []  # seconds from the start to each record
         self.time_box = time_box
         self.runner: Runner | None = None  # the plain run's: stopped at the time box, its gate summarised
+        self.intervals: Path | None = None  # where the gate's holds are written (every 25 records, and at the end)
 
     def begin(self, total: int) -> None:
         self.meta["records_planned"] = total
@@ -170,6 +171,8 @@ class Tally:
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
         self.write(complete=False)
+        if len(self.rows) % 25 == 0 and self.runner is not None:  # a run killed at its limit keeps most of them
+            write_intervals(self.runner.gate, self.intervals)
         if self.time_box is not None and self.stamps[-1] > self.time_box and self.runner is not None:
             self.runner.stop()  # the records in flight finish; no new one starts
 
@@ -258,6 +261,7 @@ def main() -> None:
             "budget_s": options.budget_s, "problems_planned": len(plan), "records_file": records.as_posix(),
             "started": stamp, "time_box_s": args.time_box, "steady_group": STEADY_GROUP}
     tally = Tally(out, meta, args.time_box)
+    tally.intervals = Path(args.intervals) if args.intervals else None
     print(f"{len(plan)} problems, {sum(len(i.workloads) * len(i.candidates) for i in plan)} records planned", flush=True)
     if plain:
         tally.runner = runner = Runner(options, records, tally)
@@ -273,7 +277,7 @@ def main() -> None:
         meta["spec"] = result.spec_id
         complete = True
     summary = tally.write(complete=complete)
-    write_intervals(tally.runner.gate if tally.runner is not None else None, Path(args.intervals) if args.intervals else None)
+    write_intervals(tally.runner.gate if tally.runner is not None else None, tally.intervals)
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
 
 

@@ -61,7 +61,7 @@ load_watch() {
   timeout ${LOAD_WATCH_S:-400} nvidia-smi dmon -s u -d 1 > "$dir/dmon.txt" 2>&1 &
   timeout ${LOAD_WATCH_S:-400} top -b -d 20 -w 200 > "$dir/top.txt" 2>&1 &
   sleep ${SPY_AFTER_S:-80}
-  pid=$(pgrep -f "benchmarks/library_throughput.py" | head -1)
+  pid=$(pgrep -f "^python3 benchmarks/library_throughput.py" | head -1)
   [ -n "$pid" ] || return
   timeout 60 "$spy" record --pid "$pid" --duration 40 --rate 40 --nonblocking --format raw -o "$dir/parent_busy.txt" >/dev/null 2>&1
   timeout 60 "$spy" record --pid "$pid" --duration 40 --rate 40 --nonblocking --gil --format raw -o "$dir/parent_gil.txt" >/dev/null 2>&1

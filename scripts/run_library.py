@@ -51,13 +51,14 @@ def main() -> int:
     ap.add_argument("--in-flight", type=int, default=0,
                     help="(problem, candidate) lanes at once; only timing windows are exclusive (0: by core count)")
     ap.add_argument("--resume", action="store_true",
-                    help="skip the (problem, workload, candidate) triples the output file already has a record of")
+                    help="skip the (problem, workload, candidate) triples the output file already has a PASSED "
+                         "record of (the others run again: the code may have changed since)")
     args = ap.parse_args()
 
     done: set[tuple[str, str, str]] = set()
     if args.resume and Path(args.output).exists():
         records, _ = read_records([args.output])  # a torn last line is skipped: that triple runs again
-        done = {(r["problem"], r.get("workload"), r.get("solution")) for r in records}
+        done = {(r["problem"], r.get("workload"), r.get("solution")) for r in records if r.get("status") == "PASSED"}
     files = find_problems(args.problems)
     plan = plan_run(files)
     keep = []

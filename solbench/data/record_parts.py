@@ -334,8 +334,8 @@ class HarnessPhases(_Strict):
     accounts for ``wall_s`` (solbench.engine.ledger charges them)."""
 
     memory_wait_s: float | None = _f("waiting for device memory held by other records in flight")
-    memory_retry_s: float | None = _f("a first try that ran out of device memory beside other records in flight "
-                                      "(then it ran again alone)")
+    memory_retry_s: float | None = _f("tries that ran out of device memory beside other records in flight (it ran "
+                                      "again with twice its reservation, then alone)")
     cases_s: float | None = _f("the inputs and reference outputs (made, or awaited from the other candidate's lane "
                                "that makes them: once per problem, workload and seed)")
     worker_wait_s: float | None = _f("waiting for the worker to be up (what starting it ahead did not hide)")
@@ -365,6 +365,8 @@ class Harness(HarnessPhases):
     jit_cache_restored_bytes: int | None = _f("bytes of JIT caches restored for the worker's first record")
     transport: str | None = _f("device or memfd: how tensors moved to the worker")
     transport_fallback: str | None = _f("why memfd, where device was asked for")
+    memory_retries: list[str] | None = _f("why each try counted in memory_retry_s ran out of memory (first 300 "
+                                          "characters)")
 
 
 # --- top-level details ---------------------------------------------------------------------------------------

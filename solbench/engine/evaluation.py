@@ -119,8 +119,8 @@ class CandidateSlot:
         if self.gate is None:
             return nullcontext()
         pid = self.client.proc.pid if self.client is not None and self.client.proc is not None else None
-        if kind in EXCLUSIVE:
-            return self.gate.exclusive(self.owner, kind, pid=pid, sink=self.ledger)
+        if kind in EXCLUSIVE:  # a burst follows its own timing moments later: no batch to wait for
+            return self.gate.exclusive(self.owner, kind, pid=pid, sink=self.ledger, urgent=kind == "burst")
         return self.gate.shared(self.owner, kind, long=long, pid=pid, sink=self.ledger)
 
     def wait_up(self) -> None:

@@ -18,11 +18,16 @@ and the device idles meanwhile. With ``batch`` > 1, untimed requests keep starti
 than ``batch`` timings wait, for at most ``max_delay_s`` after the first began to wait; then the
 gate closes to them, drains once, and the waiting timings run one after another. The drain is
 paid once per batch instead of once per timing; no timing waits longer than ``max_delay_s`` plus
-one drain plus the timings ahead of it.
+one drain plus the timings ahead of it. An ``urgent`` one (a burst, which follows its own timing
+window moments later) makes the batch due at once: it waits for the drain only.
 
 While a timing window is held, ``pause(pid)`` (set by the run) stops the run's other workers that
 hold a candidate (on the CPU all of them), and what it returns resumes them after the window: no
 other candidate's code runs during a timing, not even a thread it left behind between its requests.
+
+A holder that must wait for something else mid-request (a problem host busy with another lane's
+cases) steps out (:meth:`DeviceGate.stepped_out`): its shared hold is let go for the wait and taken
+again after, so no timing waits on a wait that is not device work. Its interval is logged in pieces.
 
 Every request's interval is logged (owner, kind, worker pid, start, end), parent side, so a test
 can prove that no other item's device work overlaps a timing window (:func:`overlaps`).
@@ -61,6 +66,16 @@ class Interval:
     pid: int | None = None  # the worker's process; None: the parent's own work
 
 
+@dataclass
+class _Hold:
+    """A thread's shared hold in progress: what is logged when it ends, and since when it is held."""
+
+    what: Interval
+    long: bool
+    start: float
+    sink: WaitSink | None
+
+
 class DeviceGate:
     """Shared for untimed device work, exclusive for a timing window (see the module docstring).
 
@@ -76,11 +91,13 @@ class DeviceGate:
         self._long = 0  # long readers in flight
         self._writer = False
         self._writers_waiting = 0
+        self._urgent_waiting = 0
         self._first_waiting = 0.0  # when the oldest waiting timing began to wait
         self._closed = False  # closed to new untimed requests until the waiting timings are done
         # Stops the other workers for a timing window (given the timed worker's pid); returns their resume.
         self.pause: Callable[[int | None], Callable[[], None]] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
         self.intervals: list[Interval] = []
 
     def _may_read(self, long: bool) -> bool:
@@ -94,7 +111,7 @@ class DeviceGate:
 
     def _due(self) -> bool:
         """Whether the waiting timings' batch is due (then the gate stays closed until they are done)."""
-        if not self._closed and (self._writers_waiting >= self.batch
+        if not self._closed and (self._writers_waiting >= self.batch or self._urgent_waiting
                                  or time.monotonic() - self._first_waiting >= self.max_delay_s):
             self._closed = True
         return self._closed
@@ -104,33 +121,66 @@ class DeviceGate:
                sink: WaitSink | None = None) -> Iterator[None]:
         """Hold the gate shared: untimed device work (``long``: a load or first call that may compile)."""
         waited = time.monotonic()
+        self._enter_shared(long)
+        hold = _Hold(Interval(owner, kind, 0.0, 0.0, False, pid), long, time.monotonic(), sink)
+        if sink is not None:
+            sink.wait("device_wait_s", hold.start - waited)
+        outer, self._local.hold = getattr(self._local, "hold", None), hold
+        try:
+            yield
+        finally:
+            self._local.hold = outer
+            self._leave_shared(hold)
+
+    def _enter_shared(self, long: bool) -> None:
         with self._cond:
             while self.enabled and not self._may_read(long):
                 self._cond.wait()
             self._readers += 1
             self._long += long
 
-        def leave() -> None:
+    def _leave_shared(self, hold: _Hold) -> None:
+        end = time.monotonic()
+        with self._cond:
             self._readers -= 1
-            self._long -= long
+            self._long -= hold.long
+            self._cond.notify_all()
+        self._log(dataclasses.replace(hold.what, start=hold.start, end=end))
 
-        with self._held(Interval(owner, kind, 0.0, 0.0, False, pid), waited, sink, leave):
+    @contextmanager
+    def stepped_out(self) -> Iterator[None]:
+        """While this thread waits for something that is not device work, its shared hold (if any) is
+        let go, and taken again after (the wait charged to its sink): a timing does not wait on it."""
+        hold = getattr(self._local, "hold", None)
+        if hold is None:
             yield
+            return
+        self._leave_shared(hold)
+        try:
+            yield
+        finally:
+            waited = time.monotonic()
+            self._enter_shared(hold.long)
+            hold.start = time.monotonic()
+            if hold.sink is not None:
+                hold.sink.wait("device_wait_s", hold.start - waited)
 
     @contextmanager
     def exclusive(self, owner: str, kind: str = "time", *, pid: int | None = None,
-                  sink: WaitSink | None = None) -> Iterator[None]:
-        """Hold the gate alone: a timing window."""
+                  sink: WaitSink | None = None, urgent: bool = False) -> Iterator[None]:
+        """Hold the gate alone: a timing window (``urgent``: without waiting for a batch)."""
         waited = time.monotonic()
         with self._cond:
             if self._writers_waiting == 0:
                 self._first_waiting = waited
             self._writers_waiting += 1
+            self._urgent_waiting += urgent
             try:
                 while self.enabled and (self._writer or self._readers):
                     self._cond.wait(self._until_due())
             finally:
                 self._writers_waiting -= 1
+                self._urgent_waiting -= urgent
                 if self._writers_waiting == 0:
                     self._closed = False
             self._writer = True
@@ -148,7 +198,7 @@ class DeviceGate:
 
     def _until_due(self) -> float | None:
         """How long a waiting timing sleeps before it closes the gate itself (the batch's delay)."""
-        if self._closed:
+        if self._closed or self._due():
             return None
         left = self._first_waiting + self.max_delay_s - time.monotonic()
         if left <= 0:

@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,9 @@ class ProblemHost:
     _cache: dict[tuple, Any] = field(default_factory=dict)
     # One request at a time: a run's lanes share a workload's references (solbench.engine.pipeline).
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    # What a caller's device-gate hold does while it waits for this host (the run's gate steps out:
+    # a timing window is not held back by a lane waiting for a host busy with another lane).
+    step_out: Callable[[], AbstractContextManager[None]] = nullcontext
 
     # lifecycle
     def expect(self, folders: Any) -> ProblemHost:
@@ -80,6 +83,23 @@ class ProblemHost:
         if self.client is None:
             self.folders.update(str(Path(f).resolve()) for f in folders)
         return self
+
+    def start(self, problem: Problem) -> None:
+        """Start the process for ``problem`` now (a no-op when it runs): its imports and sandbox, seconds
+        of CPU work, then happen before the caller holds the device gate for the host's device work."""
+        with self._serving():
+            self._client(problem)
+
+    @contextmanager
+    def _serving(self) -> Iterator[None]:
+        """This host to the caller alone; waiting for it, the caller steps out of the device gate."""
+        if not self._lock.acquire(blocking=False):
+            with self.step_out():
+                self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _covers(self, problem: Problem) -> bool:
         return str(problem.folder.resolve()) in self.folders
@@ -121,8 +141,8 @@ class ProblemHost:
         from solbench.worker import WorkerFailure, clean_log
 
         label = problem.path or problem.name
-        with self._lock:
-            client = self._client(problem)
+        with self._serving():
+            client = self._client(problem)  # started already by the runner (start()), outside the gate
             try:
                 reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
                                        reply_bytes + _SLACK)

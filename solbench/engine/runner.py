@@ -57,7 +57,7 @@ from solbench.engine.pipeline import (
     run_lanes,
     timing_batch,
 )
-from solbench.engine.problem_host import HostPool, new_host
+from solbench.engine.problem_host import HostPool, ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
 from solbench.errors import ProblemError
@@ -158,8 +158,7 @@ class Runner:
         # (solbench.engine.problem_host), a pool of them lent to the lanes making cases, each started on
         # first use and kept for the run (stopped when it ends, or at exit).
         opts = self.options
-        self.hosts = HostPool(lambda: new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s),
-                              default_hosts(self.in_flight, cpu_count(), opts.device))
+        self.hosts = HostPool(self._new_host, default_hosts(self.in_flight, cpu_count(), opts.device))
         self._folders: set[str] = set()
         self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
         self._aborted = False
@@ -260,26 +259,36 @@ class Runner:
             slot.spawn()
 
     def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload) -> None:
-        """One record. One that ran out of device memory beside others runs again alone (the
-        memory held by the records in flight is an estimate; running out is not the candidate's doing)."""
+        """One record. One that ran out of device memory beside others runs again with twice its
+        reservation, then alone (the memory held by the records in flight is an estimate; running out
+        is not the candidate's doing). Alone drains the pipeline: it comes last (H200, 2026-12-02:
+        alone retries first held every lane back 20-150 s)."""
         slot.owner = f"{problem.name}/{workload.name}/{slot.candidate.name}"
         with self._lock:
             self.progress.task(problem.name, workload.name, slot.candidate.name)
         ledger = Ledger()
-        record = self._attempt(slot, problem, workload, ledger, alone=False)
-        if record is None:
-            spent = ledger.wall()
-            ledger = Ledger(start=ledger.start)
-            ledger.wait("memory_retry_s", spent)
-            record = self._attempt(slot, problem, workload, ledger, alone=True)
+        reasons: list[str] = []
+        record = None
+        for scale, alone in RETRIES:
+            if reasons:  # a retry: the attempts so far count as its wait
+                spent = ledger.wall()
+                ledger = Ledger(start=ledger.start)
+                ledger.wait("memory_retry_s", spent)
+            record = self._attempt(slot, problem, workload, ledger, scale, alone, reasons)
+            if record is not None:
+                break
         assert record is not None
+        if reasons:
+            record.harness["memory_retries"] = [r[:300] for r in reasons]
         self._emit(record, ledger)
 
     def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
-                 alone: bool) -> ResultRecord | None:
-        """The record, or None when it ran out of device memory beside other records (retry alone)."""
+                 scale: int, alone: bool, reasons: list[str]) -> ResultRecord | None:
+        """The record, or None when it ran out of device memory beside other records (its reason added
+        to ``reasons``: the caller retries)."""
         slot.ledger = ledger
-        held = self.memory.acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device), ledger, alone=alone)
+        need = record_bytes(problem, workload, self.options.rounds, self.timing.device) * scale
+        held = self.memory.acquire(need, ledger, alone=alone)
         try:
             with ledger.phase("cases_s"):
                 # The same seeds for every candidate: all of them see the same inputs, made once.
@@ -289,6 +298,7 @@ class Runner:
             if alone or not _out_of_memory(str(err)):
                 raise
             slot.retire()
+            reasons.append(str(err))
             return None
         finally:
             self.memory.release(held)
@@ -296,6 +306,7 @@ class Runner:
                 self._free_device_memory(slot.owner, ledger)
         if not alone and record.status != Status.PASSED and _out_of_memory(record.reason or ""):
             slot.retire()
+            reasons.append(record.reason or "")
             return None
         return record
 
@@ -308,6 +319,7 @@ class Runner:
             folders = set(self._folders)
         # Lent before the gate is held: a lane waiting for a host holds no timing window back.
         with self.hosts.lend(folders) as host:
+            host.start(problem)  # its imports are no device work: before the gate is held
             ref_fn, gen_fn = host.functions(problem)
             with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
                 cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
@@ -315,6 +327,14 @@ class Runner:
                                       edge=opts.edge_rounds, flushed=self.timing.cold_by_flush)
                 roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
         return cases, roof
+
+    def _new_host(self) -> ProblemHost:
+        """A host of the pool; a lane waiting for it steps out of the run's gate (looked up then: a
+        caller may replace the gate after this runner is made)."""
+        opts = self.options
+        host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+        host.step_out = lambda: self.gate.stepped_out()
+        return host
 
     def close_hosts(self) -> None:
         """Stop the problem hosts (a later request starts one again)."""
@@ -473,6 +493,10 @@ class Runner:
 
             with self.gate.shared(owner, "free", sink=ledger):
                 torch.cuda.empty_cache()
+
+
+# A record's attempts: (its reservation's multiple, alone); the last one alone never runs out beside others.
+RETRIES = ((1, False), (2, False), (1, True))
 
 
 def lanes_of(plan: list[PlanItem]) -> list[Lane]:

@@ -249,3 +249,44 @@ def test_list_sol_and_validate_with_hostile_hooks(tmp_path):
     while not _gone(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(pid)
+
+
+def test_a_request_waiting_for_a_busy_host_steps_out_of_the_callers_gate_hold(monkeypatch):
+    """The host serves one request at a time; a caller that finds it busy waits stepped out (the
+    run's gate let go), and one that finds it free does not step out at all."""
+    import threading
+    from contextlib import contextmanager
+
+    host = new_host("cpu")
+    stepped: list[str] = []
+
+    @contextmanager
+    def step_out():
+        stepped.append("out")
+        yield
+        stepped.append("back")
+
+    class FakeClient:
+        def request(self, header, timeout_s, reply_bytes):
+            return {"ok": True, "op": header["op"]}
+
+    host.step_out = step_out
+    monkeypatch.setattr(host, "_client", lambda problem: FakeClient())
+    problem = load_problem(Path(__file__).parents[1] / "fixtures" / "tiny" / "scaled_add")
+    assert host.request(problem, "x", {"op": "free"})["op"] == "free"
+    assert stepped == []  # free: no step out
+    busy = threading.Event()
+    release = threading.Event()
+
+    def other_lane():
+        with host._lock:
+            busy.set()
+            release.wait(2.0)
+
+    t = threading.Thread(target=other_lane)
+    t.start()
+    busy.wait(2.0)
+    threading.Timer(0.1, release.set).start()
+    assert host.request(problem, "x", {"op": "busy"})["op"] == "busy"
+    t.join()
+    assert stepped == ["out", "back"]
