@@ -78,6 +78,7 @@ load_watch() {
 VERIFY_A="env throughput"
 VERIFY_B="env baselines_resume"
 VERIFY_C="env profile_throughput fidelity fidelity_sets pool_check"
+VERIFY_D="env lib_smallest fidelity_sets eager_resume"  # issue 29's records first: LIB_SMALL_TIMEOUT, EAGER_TIMEOUT
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
 STEPS=()
 for s in "$@"; do
@@ -86,6 +87,7 @@ for s in "$@"; do
     verify_a) STEPS+=($VERIFY_A) ;;
     verify_b) STEPS+=($VERIFY_B) ;;
     verify_c) STEPS+=($VERIFY_C) ;;
+    verify_d) STEPS+=($VERIFY_D) ;;
     final_a) STEPS+=($FINAL_A) ;;
     *) STEPS+=("$s") ;;
   esac
@@ -128,6 +130,14 @@ for s in "${STEPS[@]}"; do
       step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \
         -s problems/llama3_1_8b/paged_attention_decode/solutions/torch_eager.py --budget 0.2 -q \
         -o "results/h200/host_check_$STAMP.jsonl" ;;
+    lib_smallest)
+      # issue 29: every library baseline not yet PASSED in the day's file, at its problem's smallest workload
+      step lib_smallest timeout ${LIB_SMALL_TIMEOUT:-230} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+        --include 'lib_*' --smallest --budget 0.2 --timeout 60 --resume ;;
+    eager_resume)
+      # issue 29: every shipped torch_eager at its problem's smallest and largest workload, not yet PASSED in the day's file
+      step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+        --include 'torch_eager*' --extremes --budget 0.2 --timeout 60 --resume ;;
     baselines_resume)
       # issue 29: every shipped torch_eager and library baseline at each problem's smallest and largest
       # workload, appended to the day's file, skipping what it already holds

@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--extremes", action="store_true",
                     help="only each problem's smallest and largest workload (by bytes): a time-boxed sweep")
     ap.add_argument("--largest", action="store_true", help="only each problem's largest workload (by bytes)")
+    ap.add_argument("--smallest", action="store_true", help="only each problem's smallest workload (by bytes)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=None, help="seconds per workload (default: solbench run's)")
     ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available)")
@@ -71,8 +72,9 @@ def main() -> int:
         if args.extremes and len(item.workloads) > 2:
             by_size = sorted(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))
             item.workloads = [by_size[0], by_size[-1]]
-        if args.largest:
-            item.workloads = [max(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))]
+        if args.largest or args.smallest:
+            pick = max if args.largest else min
+            item.workloads = [pick(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))]
         if done:
             name = item.problem.name
             item.workloads = [w for w in item.workloads
