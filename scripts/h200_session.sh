@@ -134,6 +134,11 @@ for s in "${STEPS[@]}"; do
       # issue 29: every library baseline not yet PASSED in the day's file, at its problem's smallest workload
       step lib_smallest timeout ${LIB_SMALL_TIMEOUT:-230} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
         --include 'lib_*' --smallest --budget 0.2 --timeout 60 --resume ;;
+    prefill_recheck)
+      # the attention prefill candidates made contiguous for SDPA (the edge round "strided" on 2026-12-02, call 9)
+      step prefill_recheck timeout ${PREFILL_TIMEOUT:-90} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+        --only 'llama3_1_8b.attention_prefill' 'qwen3_30b_a3b.attention_prefill' --include 'torch_eager*' 'lib_*' \
+        --smallest --budget 0.2 --timeout 60 --resume ;;
     eager_resume)
       # issue 29: every shipped torch_eager at its problem's smallest and largest workload, not yet PASSED in the day's file
       step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \

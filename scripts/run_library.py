@@ -19,6 +19,7 @@ from pathlib import Path
 from solbench.api import plan_run, resolve_options, run_plan
 from solbench.data.problem import find_problems
 from solbench.data.results import read_records
+from solbench.errors import SolbenchError
 
 
 class LineProgress:
@@ -87,7 +88,11 @@ def main() -> int:
     n = sum(len(i.workloads) * len(i.candidates) for i in keep)
     print(f"{len(keep)} problems, {n} (workload, candidate) pairs", flush=True)
     options = resolve_options(device=args.device, budget_s=args.budget, timeout_s=args.timeout, in_flight=args.in_flight)
-    result = run_plan(keep, options, Path(args.output), LineProgress())
+    try:
+        result = run_plan(keep, options, Path(args.output), LineProgress())
+    except SolbenchError as err:  # one line; the records finished so far are in the output file
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     counts = Counter(r.status for r in result.records)
     print("statuses:", dict(counts), "->", args.output, flush=True)
     return 0

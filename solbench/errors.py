@@ -26,6 +26,11 @@ class ProblemError(SolbenchError):
         super().__init__("; ".join(self.errors) if self.errors else "invalid problem")
 
 
+class DeviceMemoryShort(ProblemError):
+    """A workload's tensors do not fit the device's memory free now: beside other records in flight a
+    retry may fit (the runner retries it as it does an allocation failure); alone, the device is too small."""
+
+
 class SpecError(SolbenchError):
     """A hardware spec file is invalid or no spec matches."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from solbench.data import Problem, Tolerance, Workload, make_inputs
 from solbench.engine.problem_host import HostedReference
-from solbench.errors import ProblemError
+from solbench.errors import DeviceMemoryShort, ProblemError
 from solbench.settings import MAX_FLUSHED_TIMING_SETS
 
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
@@ -207,7 +207,7 @@ def check_fits(problem: Problem, workload: Workload, axes: dict[str, int], round
     need = (rounds + 3) * problem.auto_bytes(axes)
     free = available_memory(device)
     if need > free:
-        raise ProblemError([f"{problem.name}: workload {workload.name}: needs at least {need / 2**30:.1f} GiB "
+        raise DeviceMemoryShort([f"{problem.name}: workload {workload.name}: needs at least {need / 2**30:.1f} GiB "
                             f"({rounds} rounds, 2 timing sets and the worker's copy of its tensors) but {device} "
                             f"has {free / 2**30:.1f} GiB free; run a smaller workload (--workload)"])
 

@@ -60,7 +60,7 @@ from solbench.engine.pipeline import (
 from solbench.engine.problem_host import HostPool, ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
-from solbench.errors import ProblemError
+from solbench.errors import DeviceMemoryShort, ProblemError
 from solbench.guards import make_undumpable, resolve_account, review
 from solbench.settings import WINDOW_STOP_WAIT_S
 from solbench.worker import CandidateFile, cache_key, source_digest, stop_on_signals, sweep_dead_workers
@@ -295,7 +295,7 @@ class Runner:
                 cases, roof = self.cases.take(problem, workload, lambda: self._make_cases(problem, workload, ledger))
             record = self._run_one(slot, cases, roof)
         except (ProblemError, RuntimeError, MemoryError) as err:
-            if alone or not _out_of_memory(str(err)):
+            if alone or not (isinstance(err, DeviceMemoryShort) or _out_of_memory(str(err))):
                 raise
             slot.retire()
             reasons.append(str(err))

@@ -19,7 +19,7 @@ from solbench.engine.identity import RunIdentity
 from solbench.engine.ledger import PHASES, Ledger, phase_total
 from solbench.engine.pipeline import CasesCache, Lane
 from solbench.engine.runner import PlanItem, Runner
-from solbench.errors import ProblemError
+from solbench.errors import DeviceMemoryShort, ProblemError
 from solbench.worker.candidate import describe_candidates
 
 HERE = Path(__file__).resolve().parents[1]
@@ -355,7 +355,9 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
 
     def short_of_memory(problem, workload, ledger):
         tries.append(runner.memory.held)
-        if len(tries) <= failures:  # as a reference that ran out of memory beside other records would
+        if len(tries) <= failures:  # a reference out of memory beside other records, then too little memory free
+            if len(tries) == 2:
+                raise DeviceMemoryShort([f"{problem.name}: needs at least 2.5 GiB but cuda has 1.8 GiB free"])
             raise ProblemError([f"{problem.name}: the reference raised OutOfMemoryError: CUDA out of memory"])
         return make(problem, workload, ledger)
 
@@ -369,6 +371,7 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
     harness = record.harness
     assert harness["memory_retry_s"] > 0 and len(harness["memory_retries"]) == failures
     assert "out of memory" in harness["memory_retries"][0]
+    assert failures < 2 or "GiB free" in harness["memory_retries"][1]  # H200 call 9: a free-memory check aborted the run
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
 
 
