@@ -398,12 +398,13 @@ class WorkerClient:
     # --- internals -----------------------------------------------------------------------------
     def _wait_exit(self, timeout_s: float) -> bool:
         """Wait for the leader to exit without reaping it (its pid, and so its group id, stay reserved)."""
-        if self.proc is None:
+        proc = self.proc  # read once: a run stopped by a signal closes its workers from two threads
+        if proc is None:
             return True
         end = time.monotonic() + timeout_s
         while True:
             try:
-                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return True
             if info is not None:
