@@ -5,7 +5,8 @@ all they import) run here, never in the parent nor in a candidate's worker. The 
 worker does (:class:`solbench.worker.client.WorkerClient` with this module as its entry, then
 :func:`solbench.worker.main.enter_sandbox`): as the worker user when the parent is root, in a session
 and cgroup of its own, under Landlock (reads below the Python installation, the system's libraries
-and the folders of the problems it serves; writes below its own folder) and the seccomp filter,
+and the folders of the problems it serves with their model's folder, whose other problems a layer
+problem's reference may reuse; writes below its own folder) and the seccomp filter,
 watching the parent. Every request has a deadline (``RunOptions.problem_timeout_s``); what the host
 sends back is data (JSON and raw tensors, :mod:`solbench.worker.wire`: nothing is unpickled), bounded
 by the sizes the problem declares and checked again here. Whatever the problem's code does (raise,
@@ -112,7 +113,7 @@ class ProblemHost:
         self.folders.add(str(problem.folder.resolve()))
         if self.client is None:
             client = WorkerClient(self.device, guards=self.guards, account=self.account,
-                                  reads=tuple(sorted(self.folders)), entry=ENTRY)
+                                  reads=host_reads(self.folders), entry=ENTRY)
             client.spawn()
             self.starts += 1
             try:
@@ -398,6 +399,13 @@ class HostPool:
             self._cond.notify_all()
         for host in hosts:
             host.close()
+
+
+def host_reads(folders: set[str]) -> tuple[str, ...]:
+    """What a host may read of the problems: their folders and each one's model folder (its parent), whose
+    sibling problems a layer problem's reference chains (llama3_1_8b.decoder_layer loads its ops' references:
+    run on its own, its host was denied them)."""
+    return tuple(sorted(set(folders) | {str(Path(f).parent) for f in folders}))
 
 
 def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,

@@ -290,3 +290,19 @@ def test_a_request_waiting_for_a_busy_host_steps_out_of_the_callers_gate_hold(mo
     assert host.request(problem, "x", {"op": "busy"})["op"] == "busy"
     t.join()
     assert stepped == ["out", "back"]
+
+
+def test_a_layer_problem_run_on_its_own_reads_its_sibling_ops_references():
+    """llama3_1_8b.decoder_layer chains its ops' references from sibling folders: a host started for it
+    alone may read its model's folder (it was denied them: PermissionError), and nothing above it."""
+    from solbench.engine.problem_host import host_reads
+
+    folder = ROOT / "problems" / "llama3_1_8b" / "decoder_layer"
+    assert host_reads({str(folder)}) == (str(folder.parent), str(folder))
+    problem = load_problem(folder)
+    with new_host("cpu") as host:
+        host.expect([folder])
+        axes = problem.test_axes_resolved()
+        inputs, outputs = host.case(problem, axes, 7, "cpu", {})
+    assert set(inputs) == set(problem.inputs) and len(outputs) == len(problem.outputs)
+    assert all(torch.isfinite(o.float()).all() for o in outputs)
