@@ -570,8 +570,10 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
     from solbench.worker import encode_header, recv_message, release_device_memory, send_encoded, send_message
+    from solbench.worker.wire import SendArena
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
+    arena = SendArena()  # the replies' reused file (the parent copies a reply out before its next request)
     while True:
         msg = recv_message(sock)
         if msg.get("op") == "exit":
@@ -580,7 +582,7 @@ def serve(sock: Any, sandbox: dict[str, Any]) -> int:
             encoded = encode_header(_handle(msg))
         except BaseException as err:  # noqa: B036 - the problem's failure, whatever it is, is data
             encoded = encode_header(_failure(err))
-        send_encoded(sock, *encoded)
+        send_encoded(sock, *encoded, arena=arena)
         release_device_memory()  # what the problem's code cached: the parent and the candidates need it
 
 

@@ -41,7 +41,17 @@ from solbench.worker.cleanup import (
     untrack,
     write_owner,
 )
-from solbench.worker.wire import ProtocolError, WireClosed, WireError, WireTimeout, recv_message, send_message
+from solbench.worker.wire import (
+    ProtocolError,
+    SendArena,
+    WireClosed,
+    WireError,
+    WireTimeout,
+    encode_header,
+    recv_message,
+    send_encoded,
+    send_message,
+)
 
 
 class WorkerFailure(Exception):
@@ -143,6 +153,7 @@ class WorkerClient:
         self.transport = transport
         self.transport_note: str | None = None  # why it fell back
         self.pool: Any = None  # the parent's side of the device pool, made with the first message
+        self.arena = SendArena()  # the memfd route's reusable file for this worker's requests
         # A profiler's command line the worker runs under (solbench profile: ncu ...). The worker then
         # connects to a socket in its folder instead of inheriting one (a launcher may close the fds
         # it does not know), and is told (--profiler) to leave local TCP open to the profiler.
@@ -321,7 +332,7 @@ class WorkerClient:
                 return self.pool.send(self.sock, header, deadline)
             except DeviceShareError as err:  # raised before anything is sent
                 self._fall_back(f"the parent could not share device memory: {err}")
-        send_message(self.sock, header, deadline)
+        send_encoded(self.sock, *encode_header(header), deadline, arena=self.arena)
 
     def receive(self, timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:
         """The reply to the last request, or WorkerFailure (the worker is then gone)."""
@@ -431,6 +442,7 @@ class WorkerClient:
         pool, self.pool = self.pool, None
         if pool is not None:  # the worker is gone: its mapping with it; now the parent's
             pool.close()
+        self.arena.close()  # a new worker gets a new file
         sock, self.sock = self.sock, None
         if sock is not None:
             sock.close()

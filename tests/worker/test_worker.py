@@ -309,3 +309,40 @@ def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatc
     send_message(a, {"op": "exit"})
     done.join(5)
     assert released == [ops[:3], ops]  # right after each burst (its reply sent), after no other request
+
+
+def test_a_senders_arena_carries_message_after_message_in_one_sealed_file():
+    """The memfd route's reusable file: two large messages arrive whole through one file (no new one
+    for the second), the receiver cannot truncate it under the sender's mapping, and a message over
+    the arena's cap goes in a fresh file."""
+    import fcntl
+    import os
+
+    from solbench.worker.wire import SendArena, encode_header, send_encoded
+
+    arena = SendArena(max_bytes=64 << 20)
+    a, b = socket.socketpair()
+    try:
+        got, fds = [], []
+        for i in range(3):
+            x = torch.randn(SHM_MIN_BYTES // 4 * (3 if i < 2 else 40)) + i  # the third: 120 MiB, over the cap
+            t = threading.Thread(target=lambda x=x: send_encoded(a, *encode_header({"x": x}), time.monotonic() + 30,
+                                                                 arena=arena))
+            t.start()
+            got.append((x, recv_message(b, time.monotonic() + 30)["x"]))
+            t.join()
+            fds.append(arena.fd)
+        assert all(torch.equal(sent, back) for sent, back in got)
+        assert fds[0] == fds[1] == fds[2] and arena.size < 120 << 20  # the big one did not grow it
+        seals = fcntl.fcntl(arena.fd, fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
+        held = os.dup(arena.fd)  # what a receiver keeps
+        try:
+            with pytest.raises(PermissionError):
+                os.ftruncate(held, 0)
+        finally:
+            os.close(held)
+    finally:
+        arena.close()
+        a.close()
+        b.close()
