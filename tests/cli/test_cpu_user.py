@@ -4,6 +4,7 @@ a Triton candidate skipped in one line without a GPU, calibrate-then-run that wo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,11 @@ RMSNORM = ROOT / "problems" / "llama3_1_8b" / "rmsnorm"
 
 
 def _solbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """A CPU user's `solbench`: without Triton's interpreter (tests/library turns it on for its own
+    kernels, in os.environ, at import: one pytest session over both folders leaked it here)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def test_on_a_cpu_a_big_problem_runs_its_small_workload_and_says_so():
