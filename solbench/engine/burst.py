@@ -343,9 +343,8 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
                ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``holds``:
     (the device alone, the device shared). The first is held over the pings and the burst itself only:
-    its room is made before, under the second (device work, untimed), the edits are drawn before it,
-    the judgement and the references of the checked calls made after it."""
-    plan, samples = timed
+    its room is made before and the judgement and the checked calls' references after it, each under
+    the second (device work, untimed)."""
     calls, out_bytes = bursts[-1].calls, output_bytes(cases)
     header = burst_request(cases, bursts[-1], expect)
     alone, shared = holds
@@ -363,6 +362,16 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
         # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
         # wall time is judged whole (and host-bound calls conclude nothing: judge).
         overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
+    with shared():  # the outputs read, the checked calls' references and comparisons: device work, untimed
+        return _judged(cases, (timed, bursts, claimed, expect, device_type), (wall, rtt, calls, overhead), seen,
+                       reply)
+
+
+def _judged(cases: WorkloadCases, what: tuple[Any, ...], measured: tuple[float, float, int, float],
+            seen: dict[str, Any], reply: dict[str, Any]) -> tuple[dict[str, Any], BurstVerdict | None]:
+    """A burst's verdict from what it showed, and its checked calls' outputs against their references."""
+    (plan, samples), bursts, claimed, expect, device_type = what
+    wall, rtt, calls, overhead = measured
     cpu = seen["worker_cpu_s"] + seen["other_cpu_s"] if "worker_cpu_s" in seen else None
     outside = seen.get("outside_cpu_s", 0.0) / max(seen.get("cores", 1) * wall, 1e-12)
     result = judge(claimed, wall, rtt, calls, device_type, cpu, overhead, seen.get("worker_wait_s"), outside)
@@ -409,7 +418,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     for attempt in range(ATTEMPTS):
         if attempts and device_type == "cuda":
             calls = _second_calls(attempts[-1], out_bytes, deadline)
-        bursts.append(draw_burst(cases, calls, attempt))
+        with holds[1]():  # fresh inputs and edits, made on the device: untimed work
+            bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
                                      observe, holds)
         attempts.append(result)

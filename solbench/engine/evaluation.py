@@ -369,7 +369,8 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = ctx.clock()
         phase = "timing"
         config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
-        plan = draw_plan(cases, ctx.timing_config.min_samples)
+        with slot.access("draw"):  # the refresh set's inputs and references (the host's device work)
+            plan = draw_plan(cases, ctx.timing_config.min_samples)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
@@ -514,7 +515,7 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
 
     observe = window.observer.start if window.observer is not None else None
     summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe,
-                                 (lambda: slot.access("burst"), lambda: slot.access("burst_prepare")))
+                                 (lambda: slot.access("burst"), lambda: slot.access("burst_untimed")))
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))

@@ -147,6 +147,10 @@ class DeviceGate:
             self._cond.notify_all()
         self._log(dataclasses.replace(hold.what, start=hold.start, end=end))
 
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the gate (shared or alone): device work may run now."""
+        return getattr(self._local, "hold", None) is not None or getattr(self._local, "alone", False)
+
     @contextmanager
     def stepped_out(self) -> Iterator[None]:
         """While this thread waits for something that is not device work, its shared hold (if any) is
@@ -189,10 +193,12 @@ class DeviceGate:
             self._writer = False
 
         resume = self.pause(pid) if self.pause is not None and self.enabled else None
+        self._local.alone = True
         try:
             with self._held(Interval(owner, kind, 0.0, 0.0, True, pid), waited, sink, leave):
                 yield
         finally:
+            self._local.alone = False
             if resume is not None:
                 resume()
 

@@ -264,7 +264,7 @@ def _concurrent(intervals: list[Interval]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("gate_on", [True, False])
-def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
+def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on, monkeypatch):
     """Four lanes, two in flight, workers started in their lanes: with the gate, no request of any
     other item overlaps a timing window; with it off (the control) they do."""
     options = solbench.RunOptions(device="cpu", budget_s=0.2, seed=7, compile_timeout_s=60, workers_ahead=0,
@@ -280,7 +280,22 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on):
         return resume
 
     runner._pause_others = spy
+    # Device work the gate's log cannot see: the problem hosts' (references, inputs). Each request must come
+    # from a thread holding the gate (H200 review, 2026-12-02: the burst's checked references and the
+    # refresh set's case were made holding nothing).
+    from solbench.engine.problem_host import ProblemHost
+
+    unheld: list[str] = []
+    request = ProblemHost.request
+
+    def watched(host, problem, what, header, reply_bytes=0):
+        if gate_on and not runner.gate.held_here():
+            unheld.append(f"{header.get('op')}: {what}")
+        return request(host, problem, what, header, reply_bytes)
+
+    monkeypatch.setattr(ProblemHost, "request", watched)
     records = runner.run(_plan(tmp_path))
+    assert unheld == [], unheld[:5]
     for r in records:  # the parent-clocked burst may miss on a busy CPU: not what this test is about
         if r.status == "REWARD_HACK" and r.correctness.get("failed_in") == "burst":
             r.status = "PASSED"
