@@ -527,8 +527,8 @@ def _edge_setup(slot: CandidateSlot, ctx: EvaluationContext, axes: dict[str, int
     shape (its own seed: never a round's inputs)."""
     cases = ctx.cases
     seed = derive_seed(cases.verify_seed, "edge-setup", *sorted(axes.items()))
-    inputs = list(make_inputs(cases.problem, axes, seed, device=cases.device, generator_fn=cases.generator).values())
-    with slot.access("setup", long=True):  # may compile or autotune
+    with slot.access("setup", long=True):  # may compile or autotune; its inputs are made on the device
+        inputs = list(make_inputs(cases.problem, axes, seed, device=cases.device, generator_fn=cases.generator).values())
         reply = _request(slot, {"op": "setup", "inputs": inputs}, ctx.compile_timeout_s, 4096, "setup (edge rounds)",
                          _compile_limit(ctx.compile_timeout_s))
     _add_findings(findings, _findings(reply) + processes_left(slot))
