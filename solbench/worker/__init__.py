@@ -41,6 +41,7 @@ _HOME = {
     "recv_message": "wire",
     "send_encoded": "wire",
     "send_message": "wire",
+    "SendArena": "wire",
 }
 __all__ = sorted(_HOME)
 
