@@ -61,6 +61,7 @@ from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
 EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
+_HARNESS_ROOT = str(Path(__file__).resolve().parents[2]) + "/"  # the checkout (or site-packages) holding solbench
 
 
 @dataclass
@@ -204,12 +205,12 @@ class CandidateSlot:
         return failure
 
     def log(self, log_bytes: int) -> str:
-        """The candidate's own output since its workload began: the last ``log_bytes`` (0: none)."""
+        """The candidate's own output since its workload began: the last ``log_bytes`` (0: none), with
+        paths under the harness's root written relative to it (a record names no machine's folders)."""
         if log_bytes <= 0:
             return ""
-        if self.client is None:
-            return self.load_log[-log_bytes:]
-        return self.client.read_log(self.log_start, log_bytes)
+        text = self.load_log[-log_bytes:] if self.client is None else self.client.read_log(self.log_start, log_bytes)
+        return text.replace(_HARNESS_ROOT, "")
 
     def retire(self) -> None:
         if self.client is not None:

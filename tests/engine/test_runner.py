@@ -214,3 +214,19 @@ def test_parent_is_undumpable_after_a_run_starts(tmp_path):
     Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
     pr_get_dumpable = 3
     assert ctypes.CDLL(None, use_errno=True).prctl(pr_get_dumpable, 0, 0, 0, 0) == 0
+
+
+@pytest.mark.slow
+def test_a_records_log_names_the_harness_files_relative_to_its_root(tmp_path):
+    """A failing candidate's traceback reaches the record's log with the harness's own files written
+    relative to the folder holding solbench: a committed record names no machine's folders."""
+    from solbench.engine.runner import PlanItem, Runner
+
+    root = str(Path(solbench.__file__).resolve().parents[1]) + "/"
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    problem = load_problem(TINY / "scaled_add")
+    (record,) = Runner(options, tmp_path / "r.jsonl").run_item(
+        PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "raises.py"])))
+    assert record.status == Status.RUNTIME_ERROR
+    assert "candidate exploded on purpose" in record.log and "solbench/worker/main.py" in record.log
+    assert root not in record.log
