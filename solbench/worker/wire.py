@@ -135,21 +135,28 @@ def _shm_offsets(sizes: list[int]) -> tuple[list[int], int]:
     return offsets, total
 
 
-def _shm_write(tensors: list[Any]) -> int:
-    """A new memfd holding the tensors at :func:`_shm_offsets`; the caller closes it."""
+def _copy_into(m: mmap.mmap, tensors: list[Any]) -> None:
+    """The tensors into a mapped file at :func:`_shm_offsets` (a device-to-host copy for CUDA ones)."""
     import torch
 
-    offsets, total = _shm_offsets([_nbytes(t) for t in tensors])
+    offsets, _ = _shm_offsets([_nbytes(t) for t in tensors])
+    buf = torch.frombuffer(m, dtype=torch.uint8)
+    for t, off in zip(tensors, offsets, strict=True):
+        n = _nbytes(t)
+        if n:
+            buf[off:off + n].view(t.dtype).view(t.shape).copy_(t.detach())
+    del buf  # the mapping closes only once no tensor points into it
+
+
+def _shm_write(tensors: list[Any]) -> int:
+    """A new memfd holding the tensors at :func:`_shm_offsets`; the caller closes it."""
+
+    total = _shm_offsets([_nbytes(t) for t in tensors])[1]
     fd = os.memfd_create("solbench-wire", os.MFD_CLOEXEC)
     try:
         os.ftruncate(fd, total)
         with mmap.mmap(fd, total) as m:
-            buf = torch.frombuffer(m, dtype=torch.uint8)
-            for t, off in zip(tensors, offsets, strict=True):
-                n = _nbytes(t)
-                if n:
-                    buf[off:off + n].view(t.dtype).view(t.shape).copy_(t.detach())
-            del buf  # the mapping closes only once no tensor points into it
+            _copy_into(m, tensors)
     except BaseException:
         os.close(fd)
         raise
@@ -177,9 +184,7 @@ class SendArena:
     def write(self, tensors: list[Any]) -> int | None:
         """The tensors at :func:`_shm_offsets` in the arena; its fd (the arena's: not to be closed),
         or None when they need more than ``max_bytes`` (the caller writes a fresh file)."""
-        import torch
-
-        offsets, total = _shm_offsets([_nbytes(t) for t in tensors])
+        total = _shm_offsets([_nbytes(t) for t in tensors])[1]
         if total > self.max_bytes:
             return None
         if total > self.size:
@@ -189,12 +194,7 @@ class SendArena:
                 self.max_bytes = 0
                 return None
         assert self._map is not None
-        buf = torch.frombuffer(self._map, dtype=torch.uint8)
-        for t, off in zip(tensors, offsets, strict=True):
-            n = _nbytes(t)
-            if n:
-                buf[off:off + n].view(t.dtype).view(t.shape).copy_(t.detach())
-        del buf  # the mapping closes only once no tensor points into it
+        _copy_into(self._map, tensors)
         return self.fd
 
     def _grow(self, total: int) -> None:
