@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,86 @@ def test_a_record_is_written_once_its_export_is_in_and_before_the_next_record(mo
     assert [w[:2] for w in written] == [("first", "profile of first"), ("second", "profile of second"),
                                         ("failed", None)]
     runner._exports.shutdown()
+
+
+@pytest.mark.slow
+def test_the_warm_up_under_ncu_runs_beside_the_guarded_run_and_the_profiled_call_alone(stand_in, monkeypatch, capsys,
+                                                                                        tmp_path):
+    """Each pair's worker under ncu loads and makes its warm-up call while its own guarded run still
+    rechecks (after that run's timing and burst, never before); each profiled call and each timing
+    held the device alone (the gate's log: no request of either pair overlaps one); the worker's exit
+    and report overlap the next pair, before its timing."""
+    from solbench.engine import evaluation
+    from solbench.engine.gate import overlaps
+
+    stand_in()
+    runners: list[profiling.ProfilingRunner] = []
+    run = profiling.ProfilingRunner.run
+    monkeypatch.setattr(profiling.ProfilingRunner, "run", lambda self, plan: runners.append(self) or run(self, plan))
+    recheck = evaluation._recheck_timed
+    rechecks: list[int] = []
+
+    def recheck_once_warmed(ctx, reply, plan):
+        """The n-th guarded run (one at a time) rechecks once n warm-up calls are done (at most 60 s)."""
+        rechecks.append(1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(i.kind == "warmup" for i in _log()) < len(rechecks):
+            time.sleep(0.02)
+        return recheck(ctx, reply, plan)
+
+    def _log():
+        return list(runners[0].gate.intervals)
+
+    monkeypatch.setattr(evaluation, "_recheck_timed", recheck_once_warmed)
+    second = tmp_path / "honest_too.py"
+    second.write_text(HONEST.read_text())
+    out = tmp_path / "profiles.jsonl"
+    code, printed = _profile(monkeypatch, capsys, out, "-s", str(second), "--workload", "n4")
+    assert code == 0, printed
+    records = read_records([out])[0]
+    assert [r["solution"] for r in records] == ["honest", "honest_too"]
+    assert all(r["profile"]["status"] == "ok" for r in records)
+    log = _log()
+    assert overlaps(log) == []  # nothing beside a timing, a burst or a profiled call
+    for name in ("honest", "honest_too"):
+        mine = [i for i in log if i.owner.endswith(f"/{name}")]
+        ncu = [i for i in log if i.owner.endswith(f"/{name}/ncu")]
+        kinds = [i.kind for i in ncu]
+        assert kinds[:2] == ["load", "warmup"] and kinds[-2:] == ["profile", "profile_exit"], kinds
+        warmup = ncu[kinds.index("warmup")]
+        timed_end = max(i.end for i in mine if i.kind in ("time", "burst"))
+        rechecked = next(i for i in mine if i.kind == "recheck")
+        assert timed_end <= ncu[0].start  # no code of the worker under ncu alive during its pair's timing
+        assert warmup.start < rechecked.end  # prepared beside its own guarded run, not after it
+        profiled = ncu[kinds.index("profile")]
+        assert profiled.exclusive and profiled.start >= rechecked.end
+    first_exit = next(i for i in log if i.kind == "profile_exit" and i.owner.endswith("/honest/ncu"))
+    second_timing = next(i for i in log if i.kind == "time" and i.owner.endswith("/honest_too"))
+    assert first_exit.end <= second_timing.start
+
+
+def test_the_throughput_benchmark_gives_each_pair_its_own_span(tmp_path, monkeypatch):
+    """benchmarks/profile_throughput.py: a record written while the next pair runs (its export) is
+    charged from its pair's start to the next pair's, the last one to its record; not its successor's."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("profile_throughput", TESTS.parent / "benchmarks" /
+                                                  "profile_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tally = bench.Tally(tmp_path / "t.json", 3, 0.0, [])
+    now = [0.0]
+    tally.clock, tally.t0 = lambda: now[0], 0.0
+
+    def rec(name):
+        return SimpleNamespace(problem="p", workload="w", solution=name, status="PASSED", profile=None, reason=None)
+
+    for at, step in ((10.0, "start a"), (13.0, "start b"), (20.0, "a"), (20.5, "start c"), (27.0, "b"), (28.0, "c")):
+        now[0] = at
+        if step.startswith("start "):
+            tally.task("p", "w", step[6:])
+        else:
+            tally.record(rec(step))
+    assert [r["pair_s"] for r in tally.rows] == [3.0, 7.5, 7.5]  # 10->13, 13->20.5, 20.5->28
+    assert tally.doc["startup_s"] == 10.0 and tally.doc["median_pair_s"] == 7.5 and tally.doc["wall_s"] == 28.0
