@@ -44,6 +44,7 @@ from solbench.data import (
     ResultRecord,
     RooflinePoint,
     Status,
+    Workload,
     failed_profile,
     parse_raw_csv,
     profile_from_kernels,
@@ -52,6 +53,7 @@ from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, failure_from_reply, failure_from_worker
 from solbench.engine.ledger import Ledger
+from solbench.engine.pipeline import record_bytes
 from solbench.engine.runner import PlanItem, Runner
 from solbench.engine.scoring import Evaluation
 from solbench.errors import SolbenchError
@@ -400,8 +402,9 @@ class ProfilingRunner(Runner):
 
     On the device, in the run's gate: a pair's worker under ncu loads and makes its warm-up call (shared)
     beside the rest of its guarded run (rechecks, edge rounds, verdict) once that run's timing and
-    burst are done; its profiled call holds the device alone; its exit, ncu's report (shared) and the
-    export run while the next pair makes its cases and starts, before that pair's timing."""
+    burst are done, and so are the next record's inputs and references made (another workload's, if
+    they fit in memory beside this record); its profiled call holds the device alone; its exit, ncu's
+    report (shared) and the export run while the next pair starts, before that pair's timing."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
@@ -414,6 +417,12 @@ class ProfilingRunner(Runner):
         # next record. Two threads: one pair's exit never waits behind the export before it.
         self._exports = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncu-export")
         self._warming: _Pass | None = None  # the pass of the pair in its guarded run
+        # The next record's inputs and references (another workload's), made beside this record's
+        # rechecks and warm-up within a memory reservation of their own (released when this record ends).
+        self._order: list[tuple[Problem, Workload, CandidateFile]] = []
+        self._cases_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cases-ahead")
+        self._cases_ahead: dict[tuple[str, str], Future[tuple[WorkloadCases, RooflinePoint]]] = {}
+        self._ahead_held = 0
         self._deferred: dict[int, Future[Profile]] = {}
         self._pending: tuple[ResultRecord, _Settled, Future[Profile]] | None = None
         if not self.options.device.startswith(PROFILED_DEVICES):
@@ -422,7 +431,8 @@ class ProfilingRunner(Runner):
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         # The order Runner.run goes in: problems, their candidates, their workloads.
-        self._pairs = [(item.problem, c) for item in plan for c in item.candidates for _ in item.workloads]
+        self._order = [(item.problem, w, c) for item in plan for c in item.candidates for w in item.workloads]
+        self._pairs = [(p, c) for p, _, c in self._order]
         try:
             records = super().run(plan)
             self._flush()
@@ -430,6 +440,9 @@ class ProfilingRunner(Runner):
         finally:
             self._pending = None
             self._exports.shutdown(wait=True)
+            self._cases_pool.shutdown(wait=True)
+            self._cases_ahead.clear()
+            self._release_ahead()
             for slot, report in self._ahead.values():
                 slot.retire()
                 report.unlink(missing_ok=True)
@@ -464,6 +477,7 @@ class ProfilingRunner(Runner):
         profiled, report = self._under_ncu(cases.problem, slot.candidate)
         self._start_next(cases.problem, slot.candidate)
         profiled.gate, profiled.owner = self.gate, f"{slot.owner}/ncu"
+        self._cases_ahead.clear()  # this record took its own: any other made ahead is not taken next
         run = self._warming = _Pass(profiled, cases, opts.timeout_s, opts.compile_timeout_s)
         try:
             record = super()._run_one(slot, cases, roof)
@@ -473,6 +487,7 @@ class ProfilingRunner(Runner):
             raise
         finally:
             self._warming = None
+            self._release_ahead()  # the next record reserves its own, its cases included
         if record.status != Status.PASSED.value:
             run.abandon()
             report.unlink(missing_ok=True)
@@ -487,12 +502,62 @@ class ProfilingRunner(Runner):
         return record
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
-        """The guarded run, whose end (after its timing and burst) the pair's worker under ncu prepares beside."""
+        """The guarded run, whose end (after its timing and burst) the pair's worker under ncu prepares
+        beside, and the next record's cases are made beside."""
         run = self._warming
         if run is not None:
             use_device = self._use_device if self.options.device.startswith("cuda") else None
-            ctx.after_timed = lambda: run.prepare_ahead(use_device)
+
+            def after_timed() -> None:
+                run.prepare_ahead(use_device)
+                self._make_next_cases(ctx.cases, slot.candidate)
+
+            ctx.after_timed = after_timed
         return super()._evaluate(slot, ctx)
+
+    def _next_record(self, cases: WorkloadCases, candidate: CandidateFile) -> tuple[Problem, Workload] | None:
+        """The (problem, workload) of the record after this one, unless it shares this one's cases."""
+        keys = [(p.name, w.name, str(c.path)) for p, w, c in self._order]
+        here = (cases.problem.name, cases.workload.name, str(candidate.path))
+        if here not in keys or keys.index(here) + 1 >= len(keys):
+            return None
+        problem, workload, _ = self._order[keys.index(here) + 1]
+        same = (problem.name, workload.name) == (cases.problem.name, cases.workload.name)
+        return None if same else (problem, workload)
+
+    def _make_next_cases(self, cases: WorkloadCases, candidate: CandidateFile) -> None:
+        """Start making the next record's inputs and references in the background (shared device work,
+        done before this record's profiled call holds the device alone), if they fit in memory beside it."""
+        nxt = self._next_record(cases, candidate)
+        if nxt is None or (nxt[0].name, nxt[1].name) in self._cases_ahead or self.cases.holds(*nxt):
+            return
+        problem, workload = nxt
+        held = self.memory.try_acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device))
+        if held is None:  # no room beside this record: made in its turn
+            return
+        self._ahead_held += held
+        self._cases_ahead[(problem.name, workload.name)] = self._cases_pool.submit(self._cases_now, problem, workload)
+
+    def _cases_now(self, problem: Problem, workload: Workload) -> tuple[WorkloadCases, RooflinePoint]:
+        if self.options.device.startswith("cuda"):
+            self._use_device()  # this thread's current device: the run's
+        return Runner._make_cases(self, problem, workload, Ledger())
+
+    def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
+        """The ones made ahead (waited for), else made now (also when making them ahead failed: its
+        error, if it is the problem's, comes again here)."""
+        ahead = self._cases_ahead.pop((problem.name, workload.name), None)
+        if ahead is not None:
+            try:
+                return ahead.result()
+            except Exception:  # noqa: BLE001 - made again below, as without the cases made ahead
+                pass
+        return super()._make_cases(problem, workload, ledger)
+
+    def _release_ahead(self) -> None:
+        if self._ahead_held:
+            self.memory.release(self._ahead_held)
+            self._ahead_held = 0
 
     def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
         """The record before this one first (its export done); this one now, or once its export is."""
