@@ -205,6 +205,20 @@ def test_guards_off_flags_every_record_and_reviews_nothing(tmp_path):
     assert all("guards-off" in r["flags"] for r in rows)
 
 
+def test_a_declared_in_place_write_leaves_no_finding_in_the_record(tmp_path):
+    """The output the problem declares inplace_of its input shares that input's memory by contract:
+    the record neither fails it nor lists it among its findings (the H200 record of
+    llama3_1_8b.decoder_layer listed its k/v cache writes as INCORRECT findings)."""
+    result = solbench.run_problems([TINY / "row_write"], [CANDIDATES / "row_write_inplace.py"], device="cpu",
+                                   output=tmp_path / "r.jsonl", budget_s=0.05, compile_timeout_s=60,
+                                   workers_ahead=0)
+    (record,) = result.records
+    assert record.status == "PASSED" and not [f for f in record.flags if f.startswith("guard:")]
+    assert "findings" not in record.correctness
+    rows, _ = read_records([tmp_path / "r.jsonl"])
+    assert "findings" not in rows[0]["correctness"]
+
+
 def test_parent_is_undumpable_after_a_run_starts(tmp_path):
     import ctypes
 
