@@ -332,7 +332,7 @@ class Runner:
         """A host of the pool; a lane waiting for it steps out of the run's gate (looked up then: a
         caller may replace the gate after this runner is made)."""
         opts = self.options
-        host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+        host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s, self.transport)
         host.step_out = lambda: self.gate.stepped_out()
         return host
 
