@@ -279,7 +279,7 @@ class Runner:
                 break
         assert record is not None
         if reasons:
-            record.harness["memory_retries"] = [without_harness_root(r)[:300] for r in reasons]
+            record.harness["memory_retries"] = [without_harness_root(r)[:800] for r in reasons]
         self._emit(record, ledger)
 
     def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
