@@ -244,3 +244,21 @@ def test_a_records_log_names_the_harness_files_relative_to_its_root(tmp_path):
     assert record.status == Status.RUNTIME_ERROR
     assert "candidate exploded on purpose" in record.log and "solbench/worker/main.py" in record.log
     assert root not in record.log
+
+
+def test_a_records_reason_and_memory_retries_name_the_harness_files_relative_to_its_root(tmp_path):
+    """A problem error names the problem file by its absolute path: the written record (its reason and
+    its memory retries' lines) has the harness's root taken out, and nothing else of the line."""
+    from solbench.engine.ledger import Ledger
+    from solbench.engine.options import RunOptions
+    from solbench.engine.runner import Runner
+
+    root = str(Path(solbench.__file__).resolve().parents[1]) + "/"
+    path = f"{root}problems/x/problem.yaml"
+    _, rec = _record(Status.RUNTIME_ERROR, None)
+    rec.reason = f"{path}: reference raised OutOfMemoryError"
+    runner = Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
+    runner._emit(rec, Ledger())
+    (row,) = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert row["reason"] == "problems/x/problem.yaml: reference raised OutOfMemoryError"
+    assert root not in (tmp_path / "r.jsonl").read_text()
