@@ -90,12 +90,15 @@ def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_r
     else:
         ok = (fin_o & fin_r & (diff <= atol + rtol * r.abs())) | same_nonfinite
     bad = ~ok
-    mismatches = int(bad.sum())
-    nonfinite_bad = int((~fin_o & ~same_nonfinite).sum())
     err = torch.where(same_nonfinite, torch.zeros_like(diff), diff).nan_to_num(nan=math.inf)
-    max_abs = float(err.max())
     nz = r != 0
-    max_rel = float((err[nz] / r[nz].abs()).max()) if bool(nz.any()) else (0.0 if max_abs == 0 else math.inf)
+    rel = torch.where(nz, err / torch.where(nz, r.abs(), torch.ones_like(r)), torch.zeros_like(err))
+    # Every figure read back at once (float64: exact counts): one wait for the device, not one per figure.
+    stats = torch.stack([t.to(torch.float64) for t in (bad.sum(), (~fin_o & ~same_nonfinite).sum(), err.max(),
+                                                       rel.max(), nz.any(), (o == 0).all())]).tolist()
+    mismatches, nonfinite_bad = int(stats[0]), int(stats[1])
+    max_abs, any_nonzero, all_zero_out = stats[2], bool(stats[4]), bool(stats[5])
+    max_rel = stats[3] if any_nonzero else (0.0 if max_abs == 0 else math.inf)
     ratio = mismatches / numel
     reason = None
     if nonfinite_bad:
@@ -103,7 +106,7 @@ def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_r
     elif mismatches and (ratio > max_mismatch_ratio or max_mismatch_ratio == 0):
         bound = "exact match" if exact else f"atol={atol:g} + rtol={rtol:g}*|ref|"
         reason = f"{mismatches} of {numel} elements ({ratio:.2%}) outside {bound}; max |out-ref| = {max_abs:.4g}"
-    elif bool((o == 0).all()) and bool((r != 0).any()):
+    elif all_zero_out and any_nonzero:
         reason = "output is all zeros but the reference is not"
     result = TensorComparison(reason is None, reason, numel, mismatches, ratio, nonfinite_bad, max_abs, max_rel)
     if mismatches:

@@ -67,6 +67,11 @@ EXCLUSIVE = ("time", "burst", "profile")
 _HARNESS_ROOT = str(Path(__file__).resolve().parents[2]) + "/"  # the checkout (or site-packages) holding solbench
 
 
+def without_harness_root(text: str) -> str:
+    """``text`` with paths under the harness's root written relative to it (a record names no machine's folders)."""
+    return text.replace(_HARNESS_ROOT, "")
+
+
 @dataclass
 class CandidateSlot:
     """A candidate and its worker, reused across workloads while it stays healthy.
@@ -213,7 +218,7 @@ class CandidateSlot:
         if log_bytes <= 0:
             return ""
         text = self.load_log[-log_bytes:] if self.client is None else self.client.read_log(self.log_start, log_bytes)
-        return text.replace(_HARNESS_ROOT, "")
+        return without_harness_root(text)
 
     def retire(self) -> None:
         if self.client is not None:

@@ -66,12 +66,13 @@ def default_hosts(in_flight: int, cores: int, device: str = "cpu") -> int:
 
 def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda") -> int:
     """A bound on the device memory one record in flight holds: the parent's rounds and two timing
-    sets (inputs and reference outputs), the worker's copies and outputs, its context, and the room
+    sets (inputs and reference outputs), the worker's copies and outputs, the device pool of the
+    problem host that makes its cases (one case's inputs and outputs), its context, and the room
     the burst keeps its outputs in (up to 4 GiB on a GPU: left out, records ran out of memory beside
     others on the H200 and ran again alone, holding the pipeline back 45-100 s each)."""
     axes = problem.resolve_axes(workload)
     out_bytes = problem.declared_bytes(problem.outputs, axes)
-    return (rounds + 6) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
+    return (rounds + 7) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
 
 
 class MemoryGate:

@@ -68,6 +68,10 @@ class ProblemHost:
     account: tuple[int, int] | None = None
     guards: bool = True
     timeout_s: float = PROBLEM_TIMEOUT_S
+    # How tensors travel to and from the host: "device" (a CUDA pool shared with it alone, as with the
+    # workers: solbench.worker.devwire) or "memfd" (through host memory). On the H200 the memfd copies of
+    # every case and reference were most of a run's busy time in the parent (2026-12-02, call 8).
+    transport: str = "memfd"
     client: Any = None
     starts: int = 0  # processes started (a failure stops one; the next request starts another)
     _cache: dict[tuple, Any] = field(default_factory=dict)
@@ -113,7 +117,8 @@ class ProblemHost:
         self.folders.add(str(problem.folder.resolve()))
         if self.client is None:
             client = WorkerClient(self.device, guards=self.guards, account=self.account,
-                                  reads=host_reads(self.folders), entry=ENTRY)
+                                  reads=host_reads(self.folders), entry=ENTRY, transport=self.transport,
+                                  shrink_pool=True)
             client.spawn()
             self.starts += 1
             try:
@@ -142,11 +147,13 @@ class ProblemHost:
         from solbench.worker import WorkerFailure, clean_log
 
         label = problem.path or problem.name
+        message = {**header, "problem": _problem_message(problem), "reply_room": reply_bytes + _SLACK}
         with self._serving():
             client = self._client(problem)  # started already by the runner (start()), outside the gate
             try:
-                reply = client.request({**header, "problem": _problem_message(problem)}, self.timeout_s,
-                                       reply_bytes + _SLACK)
+                reply = client.request(message, self.timeout_s, reply_bytes + _SLACK)
+                if reply.get("kind") == "transport":  # the host could not map the device pool: the client
+                    reply = client.request(message, self.timeout_s, reply_bytes + _SLACK)  # now sends by memfd
             except WorkerFailure as err:
                 self.close()
                 raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None
@@ -409,13 +416,15 @@ def host_reads(folders: set[str]) -> tuple[str, ...]:
 
 
 def new_host(device: str = "cpu", user: str | None = None, guards: bool = True,
-             timeout_s: float | None = None) -> ProblemHost:
-    """A host (not started yet) with the run settings' defaults for the user and the timeout."""
+             timeout_s: float | None = None, transport: str = "memfd") -> ProblemHost:
+    """A host (not started yet) with the run settings' defaults for the user and the timeout;
+    ``transport`` as the run's workers resolved it (:func:`solbench.engine.options.resolve_transport`)."""
     from solbench.engine.options import default_problem_timeout, default_worker_user
     from solbench.guards import resolve_account
 
     return ProblemHost(device=device, account=resolve_account(user or default_worker_user()), guards=guards,
-                       timeout_s=timeout_s if timeout_s is not None else default_problem_timeout())
+                       timeout_s=timeout_s if timeout_s is not None else default_problem_timeout(),
+                       transport=transport)
 
 
 # --- the host's side -----------------------------------------------------------------------------
@@ -569,26 +578,26 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
-    from solbench.worker import (
-        SendArena,
-        encode_header,
-        recv_message,
-        release_device_memory,
-        send_encoded,
-        send_message,
-    )
+    from solbench.worker import SendArena, recv_message, release_device_memory, send_message
+    from solbench.worker.devwire import WorkerPool
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
     arena = SendArena()  # the replies' reused file (the parent copies a reply out before its next request)
+    pool = WorkerPool()  # the device route's: requests' tensors as views of the parent's pool, replies into it
     while True:
-        msg = recv_message(sock)
+        pool.begin()
+        msg = recv_message(sock, device=pool)
         if msg.get("op") == "exit":
             return 0
-        try:
-            encoded = encode_header(_handle(msg))
-        except BaseException as err:  # noqa: B036 - the problem's failure, whatever it is, is data
-            encoded = encode_header(_failure(err))
-        send_encoded(sock, *encoded, arena=arena)
+        if pool.error is not None:  # the parent sends this request again by memfd, and every later one
+            encoded = pool.encode({"ok": False, "kind": "transport", "transport": pool.status()})
+        else:
+            try:
+                encoded = pool.encode(_handle(msg))
+            except BaseException as err:  # noqa: B036 - the problem's failure, whatever it is, is data
+                encoded = pool.encode(_failure(err))
+        pool.send(sock, encoded, arena=arena)
+        del encoded
         release_device_memory()  # what the problem's code cached: the parent and the candidates need it
 
 

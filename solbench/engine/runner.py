@@ -39,7 +39,7 @@ from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, St
 from solbench.engine.bytecode import prime_bytecode
 from solbench.engine.cases import WorkloadCases, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
-from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate
+from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, without_harness_root
 from solbench.engine.gate import DeviceGate
 from solbench.engine.identity import RunIdentity
 from solbench.engine.ledger import Ledger
@@ -279,7 +279,7 @@ class Runner:
                 break
         assert record is not None
         if reasons:
-            record.harness["memory_retries"] = [r[:300] for r in reasons]
+            record.harness["memory_retries"] = [without_harness_root(r)[:800] for r in reasons]
         self._emit(record, ledger)
 
     def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
@@ -332,7 +332,7 @@ class Runner:
         """A host of the pool; a lane waiting for it steps out of the run's gate (looked up then: a
         caller may replace the gate after this runner is made)."""
         opts = self.options
-        host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s)
+        host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s, self.transport)
         host.step_out = lambda: self.gate.stepped_out()
         return host
 
@@ -346,6 +346,8 @@ class Runner:
             if self._aborted:
                 return
             harness = record.harness
+            if record.reason:  # problem errors name the problem file by its absolute path
+                record.reason = without_harness_root(record.reason)
             if "harness" in record.model_fields_set:
                 harness.update({k: round(v, 6) for k, v in ledger.phases.items()})
                 harness["wall_s"] = round(ledger.wall(), 6)

@@ -8,7 +8,7 @@
   every other call); its finding reaches :func:`worker_findings` as ``context["memo"]``.
 * :func:`review` - in the parent, after an evaluation (``solbench.engine.runner``): turns the worker's
   findings into the verdict (REWARD_HACK outranks INCORRECT outranks PASSED) and the record's
-  one-line reason.
+  one-line reason; it drops the declared in-place writes (``inplace_of``), which are no findings.
 
 The worker calls :func:`setup_worker` before the candidate is imported: it takes the baselines and
 applies the process limits (a worker started with ``--no-guards`` calls none of this). Nothing here
@@ -223,11 +223,15 @@ def review(evaluation: Any, context: Any) -> Any:
     """The parent's hook: apply the worker's findings to the evaluation's status and reason."""
     from solbench.data import Status
 
-    findings = []
+    findings, kept = [], []
     for d in evaluation.findings or []:
         f = Finding.from_dict(d) if isinstance(d, dict) else None
-        if f is not None and not _allowed_alias(f, context.problem):
+        if f is not None and _allowed_alias(f, context.problem):
+            continue  # the declared in-place write is the contract, not a finding: the record omits it too
+        kept.append(d)
+        if f is not None:
             findings.append(f)
+    evaluation.findings = kept
     decisive = worst(findings)
     if decisive is None:
         return evaluation

@@ -141,7 +141,7 @@ class WorkerClient:
 
     def __init__(self, device: str, guards: bool = True, account: tuple[int, int] | None = None,
                  reads: tuple[str, ...] = (), launcher: tuple[str, ...] = (), transport: str = "memfd",
-                 jit: tuple[str, str] | None = None, entry: str = "solbench.worker"):
+                 jit: tuple[str, str] | None = None, entry: str = "solbench.worker", shrink_pool: bool = False):
         self.device = device
         # The module run as ``python -m``: the candidate worker, or the problem host
         # (solbench.engine.problem_host), which starts the same way and under the same guards.
@@ -152,6 +152,7 @@ class WorkerClient:
         # The device route falls back to memfd for good when either side cannot map the pool.
         self.transport = transport
         self.transport_note: str | None = None  # why it fell back
+        self.shrink_pool = shrink_pool  # the device pool made again smaller for far smaller requests (devwire)
         self.pool: Any = None  # the parent's side of the device pool, made with the first message
         self.arena = SendArena()  # the memfd route's reusable file for this worker's requests
         # A profiler's command line the worker runs under (solbench profile: ncu ...). The worker then
@@ -328,7 +329,7 @@ class WorkerClient:
 
             try:
                 if self.pool is None:
-                    self.pool = ParentPool(device_index(self.device))
+                    self.pool = ParentPool(device_index(self.device), shrink=self.shrink_pool)
                 return self.pool.send(self.sock, header, deadline)
             except DeviceShareError as err:  # raised before anything is sent
                 self._fall_back(f"the parent could not share device memory: {err}")

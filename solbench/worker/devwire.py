@@ -38,6 +38,7 @@ from solbench.worker.wire import (
 )
 
 ALIGN = 512  # what torch's caching allocator gives: kernels may assume it of their inputs
+SHRINK_BELOW = 256 << 20  # a pool up to this size is kept for any smaller request
 _CPU, _CUDA = "cpu", "cuda"
 
 
@@ -67,6 +68,8 @@ def reply_area_bytes(header: dict[str, Any]) -> int:
         return per_call * (len(header.get("sets", ())) + len(verify.get("keep", ())) + 1)
     if header.get("op") == "burst":
         return per_call * int(header.get("calls", 0))
+    if "reply_room" in header:  # a problem host's request: the parent sizes the room from the problem's declarations
+        return int(header["reply_room"])
     if header.get("op") == "burst_prepare":
         # The burst's room, its outputs' and its edits' (``edit_bytes``), made now: a pool grown by the
         # burst itself was created and mapped inside the parent's clock (seconds for GiBs; on the H200
@@ -86,8 +89,12 @@ def device_index(device: str) -> int:
 class ParentPool:
     """The parent's side of one worker's pool: sends requests through it and reads replies out of it."""
 
-    def __init__(self, device: int):
+    def __init__(self, device: int, shrink: bool = False):
         self.device = device
+        # A pool far larger than a request is made again smaller (a problem host's: one that served a large
+        # workload would hold its memory for the rest of the run). Not a worker's: its burst's room is made
+        # ahead by burst_prepare, and must not be made again inside the parent's clock.
+        self.shrink = shrink
         self.mapping: vmm.Mapping | None = None
         self.chunk = 0
         self._sent: list[tuple[int, Any, tuple[int, ...], str]] = []  # offset, dtype, shape, device type
@@ -95,7 +102,8 @@ class ParentPool:
 
     def _room(self, nbytes: int) -> int | None:
         """Make sure the pool holds ``nbytes``; the fd of a new one to send, or None."""
-        if self.mapping is not None and self.mapping.size >= nbytes:
+        if self.mapping is not None and nbytes <= self.mapping.size and not (
+                self.shrink and self.mapping.size > max(4 * nbytes, SHRINK_BELOW)):
             return None
         self.close()
         self.mapping, fd = vmm.create(nbytes, self.device)
@@ -294,9 +302,10 @@ class WorkerPool:
         return json.dumps(body, allow_nan=True, default=_json_default).encode("utf-8"), [], "device"
 
     @staticmethod
-    def send(sock: socket.socket, encoded: tuple[bytes, list[Any], str], deadline: float | None = None) -> None:
+    def send(sock: socket.socket, encoded: tuple[bytes, list[Any], str], deadline: float | None = None,
+             arena: Any = None) -> None:
         raw, tensors, how = encoded
         if how == "device":
             _sendall(sock, _LEN.pack(len(raw)) + raw, deadline)
         else:
-            send_encoded(sock, raw, tensors, deadline)
+            send_encoded(sock, raw, tensors, deadline, arena=arena)

@@ -400,7 +400,7 @@ def test_a_record_reserves_room_for_its_bursts_outputs():
     workload = problem.workloads[0]
     axes = problem.resolve_axes(workload)
     out = 4 * axes["N"] * axes["D"]  # one float32 output [N, D]
-    base = (3 + 6) * problem.auto_bytes(axes) + RECORD_FIXED_BYTES
+    base = (3 + 7) * problem.auto_bytes(axes) + RECORD_FIXED_BYTES
     calls = burst.call_count(1e-9, out, "cuda")
     assert calls <= math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
     assert record_bytes(problem, workload, 3, "cuda") == base + calls * out

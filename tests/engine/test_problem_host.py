@@ -306,3 +306,99 @@ def test_a_layer_problem_run_on_its_own_reads_its_sibling_ops_references():
         inputs, outputs = host.case(problem, axes, 7, "cpu", {})
     assert set(inputs) == set(problem.inputs) and len(outputs) == len(problem.outputs)
     assert all(torch.isfinite(o.float()).all() for o in outputs)
+
+
+def test_a_hosts_case_and_reference_travel_by_the_device_pool_and_equal_the_code_run_here(simulated_pool, monkeypatch):
+    """The device route (a pool shared with the host alone; host memory stands in for the device's):
+    the host's serve loop reads the reference's inputs as views of the pool and writes the outputs into
+    its reply area; no tensor goes through a memfd either way, and the values are the reference's."""
+    import socket
+    import threading
+
+    from solbench.engine import problem_host
+    from solbench.worker import devwire, wire
+
+    def no_memfd(*a, **k):
+        raise AssertionError("a tensor went by memfd")
+
+    monkeypatch.setattr(wire, "_shm_read", no_memfd)
+    monkeypatch.setattr(wire, "_shm_write", no_memfd)
+    p = load_problem(RAGGED)
+    axes = p.resolve_axes(p.workload("b8"))
+    here_inputs = {k: v for k, v in prepare_cases(p, p.workload("b8"), base_seed=7, device="cpu", rounds=1,
+                                                  ref_fn=load_reference(p), gen_fn=load_generator(p)).rounds[0]
+                   .inputs.items()}
+    expected = load_reference(p)(*[v.clone() if hasattr(v, "clone") else v for v in here_inputs.values()])
+    parent = devwire.ParentPool(0, shrink=True)
+    a, b = socket.socketpair()
+    server = threading.Thread(target=problem_host.serve, args=(b, {}), daemon=True)
+    server.start()
+    with a, b:
+        assert wire.recv_message(a, time.monotonic() + 10)["op"] == "hello"
+        message = {"op": "reference", "axes": axes, "args": list(here_inputs.values()), "device": "cpu",
+                   "problem": problem_host._problem_message(p), "reply_room": 1 << 16}
+        parent.send(a, message, time.monotonic() + 30)
+        reply = wire.recv_message(a, time.monotonic() + 30, 1 << 20, device=parent)
+        assert reply["ok"] is True, reply
+        (out,) = reply["outputs"]
+        assert torch.equal(out, expected if isinstance(expected, torch.Tensor) else expected[0])
+        wire.send_message(a, {"op": "exit"}, time.monotonic() + 5)
+        server.join(10)
+        assert not server.is_alive()
+
+
+def test_a_hosts_device_pool_is_made_again_smaller_for_far_smaller_requests(monkeypatch):
+    """A host's pool sized for one large workload is not kept for the small ones after it (the memory
+    is the records' beside it); a worker's pool is kept (its burst's room is made ahead)."""
+    from solbench.worker import devwire, vmm
+
+    made: list[int] = []
+
+    class Mapping:
+        def __init__(self, size: int):
+            self.size = size
+
+        def tensor(self, offset: int = 0, nbytes: int | None = None):
+            return torch.empty(nbytes or 0, dtype=torch.uint8)
+
+        def close(self) -> None:
+            pass
+
+    def create(nbytes: int, device: int):
+        made.append(nbytes)
+        return Mapping(nbytes), os.open(os.devnull, os.O_RDONLY)
+
+    monkeypatch.setattr(vmm, "create", create)
+    big, small = 1 << 30, 1 << 20
+    for shrink, expected in ((True, [big, small]), (False, [big])):
+        made.clear()
+        pool = devwire.ParentPool(0, shrink=shrink)
+        for need in (big, small, small // 2):
+            fd = pool._room(need)
+            if fd is not None:
+                os.close(fd)
+        assert made == expected, (shrink, made)
+
+
+@pytest.mark.slow
+def test_a_host_that_cannot_map_the_device_pool_serves_the_request_by_memfd_from_then_on(monkeypatch):
+    """A host offered a device pool it cannot map says so; the parent sends that request again by memfd
+    (and every later one): the case arrives whole, equal to the one made here."""
+    from solbench.worker import devwire
+    from solbench.worker.wire import _LEN, _sendall
+
+    def unmappable(self, sock, header, deadline):  # a pool the host cannot map (no such chunk)
+        data = json.dumps({**header, "tensors": [], "wire": "cuda", "pool": {"chunk": 99}}).encode()
+        _sendall(sock, _LEN.pack(len(data)) + data, deadline)
+
+    monkeypatch.setattr(devwire.ParentPool, "send", unmappable)
+    monkeypatch.setattr(devwire, "device_index", lambda device: 0)
+    p = load_problem(RAGGED)
+    w = p.workload("b8")
+    here = prepare_cases(p, w, base_seed=7, device="cpu", rounds=1, ref_fn=load_reference(p), gen_fn=load_generator(p))
+    with new_host("cpu", transport="device") as host:
+        ref_fn, gen_fn = host.functions(p)
+        there = prepare_cases(p, w, base_seed=7, device="cpu", rounds=1, ref_fn=ref_fn, gen_fn=gen_fn)
+        assert host.client.transport == "memfd" and "could not map the shared device pool" in host.client.transport_note
+    for a, b in zip(here.rounds + here.sets, there.rounds + there.sets, strict=True):
+        assert torch.equal(a.inputs["x"], b.inputs["x"]) and torch.equal(a.expected["out"], b.expected["out"])

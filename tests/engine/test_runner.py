@@ -205,6 +205,20 @@ def test_guards_off_flags_every_record_and_reviews_nothing(tmp_path):
     assert all("guards-off" in r["flags"] for r in rows)
 
 
+def test_a_declared_in_place_write_leaves_no_finding_in_the_record(tmp_path):
+    """The output the problem declares inplace_of its input shares that input's memory by contract:
+    the record neither fails it nor lists it among its findings (the H200 record of
+    llama3_1_8b.decoder_layer listed its k/v cache writes as INCORRECT findings)."""
+    result = solbench.run_problems([TINY / "row_write"], [CANDIDATES / "row_write_inplace.py"], device="cpu",
+                                   output=tmp_path / "r.jsonl", budget_s=0.05, compile_timeout_s=60,
+                                   workers_ahead=0)
+    (record,) = result.records
+    assert record.status == "PASSED" and not [f for f in record.flags if f.startswith("guard:")]
+    assert "findings" not in record.correctness
+    rows, _ = read_records([tmp_path / "r.jsonl"])
+    assert "findings" not in rows[0]["correctness"]
+
+
 def test_parent_is_undumpable_after_a_run_starts(tmp_path):
     import ctypes
 
@@ -230,3 +244,21 @@ def test_a_records_log_names_the_harness_files_relative_to_its_root(tmp_path):
     assert record.status == Status.RUNTIME_ERROR
     assert "candidate exploded on purpose" in record.log and "solbench/worker/main.py" in record.log
     assert root not in record.log
+
+
+def test_a_records_reason_and_memory_retries_name_the_harness_files_relative_to_its_root(tmp_path):
+    """A problem error names the problem file by its absolute path: the written record (its reason and
+    its memory retries' lines) has the harness's root taken out, and nothing else of the line."""
+    from solbench.engine.ledger import Ledger
+    from solbench.engine.options import RunOptions
+    from solbench.engine.runner import Runner
+
+    root = str(Path(solbench.__file__).resolve().parents[1]) + "/"
+    path = f"{root}problems/x/problem.yaml"
+    _, rec = _record(Status.RUNTIME_ERROR, None)
+    rec.reason = f"{path}: reference raised OutOfMemoryError"
+    runner = Runner(RunOptions(device="cpu"), tmp_path / "r.jsonl")
+    runner._emit(rec, Ledger())
+    (row,) = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert row["reason"] == "problems/x/problem.yaml: reference raised OutOfMemoryError"
+    assert root not in (tmp_path / "r.jsonl").read_text()

@@ -103,49 +103,6 @@ def test_transport_setting_is_checked_in_one_line():
     assert resolve_transport(solbench.RunOptions(device="cpu", transport="memfd")) == ("memfd", None)
 
 
-class _SimulatedMapping:
-    """A stand-in for a CUDA VMM mapping: a memfd mapped here, so the two sides really share memory."""
-
-    def __init__(self, fd: int, size: int):
-        import mmap
-
-        self.size, self.closed = size, False
-        self._mm = mmap.mmap(fd, size)
-
-    def tensor(self, offset: int = 0, nbytes: int | None = None):
-        import torch
-
-        nbytes = self.size - offset if nbytes is None else nbytes
-        assert 0 <= offset and offset + nbytes <= self.size
-        return torch.frombuffer(self._mm, dtype=torch.uint8, count=nbytes, offset=offset) if nbytes else \
-            torch.empty(0, dtype=torch.uint8)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@pytest.fixture
-def simulated_pool(monkeypatch):
-    """The device route with host memory in place of device memory: the protocol, not the driver."""
-    import os
-
-    import torch
-
-    from solbench.worker import devwire, vmm
-
-    def create(nbytes: int, device: int):
-        fd = os.memfd_create("simulated-pool")
-        size = max(4096, -(-nbytes // 4096) * 4096)
-        os.ftruncate(fd, size)
-        return _SimulatedMapping(fd, size), fd
-
-    monkeypatch.setattr(vmm, "create", create)
-    monkeypatch.setattr(vmm, "open_fd", lambda fd, size, device: _SimulatedMapping(fd, size))
-    monkeypatch.setattr(devwire, "_CUDA", "cpu")
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    monkeypatch.setattr(torch.cuda, "set_device", lambda *a: None)
-
-
 def test_device_route_end_to_end_over_a_simulated_pool(simulated_pool):
     """Parent pool -> worker views -> the worker's own call code -> reply area -> parent copies:
     outputs come back through the reply area, inputs are named, and the parent sees a mutation."""
