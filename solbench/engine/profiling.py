@@ -311,29 +311,34 @@ def profiled_pass(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSe
     return _Profiled(report, raw_name(record), pid, settings, cases.problem.compute_dtype, run)
 
 
-def _report_written(done: _Profiled) -> None:
+def _report_written(done: _Profiled, entered: threading.Event | None = None) -> None:
     """The worker told to exit and ncu's report waited for (ncu writes it once the worker is gone),
-    holding the gate shared: the candidate's code stays beside no timing while it lives. The slot retired."""
+    holding the gate shared (``entered`` is set once it is held): the candidate's code stays beside no
+    timing while it lives. The slot retired."""
     slot, step = done.run.slot, time.monotonic()
     try:
         with slot.access("profile_exit"):
+            if entered is not None:
+                entered.set()
             if slot.client is not None:
                 slot.client.finish(NCU_REPORT_WAIT_S)
             if not done.report.is_file():
                 raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
     finally:
+        if entered is not None:
+            entered.set()
         slot.retire()
     done.run.phases["report_s"] = time.monotonic() - step
 
 
-def finish_profile(done: _Profiled | Profile) -> Profile:
+def finish_profile(done: _Profiled | Profile, entered: threading.Event | None = None) -> Profile:
     """The host part of a profile: the worker's exit, ncu's report, exported, parsed and kept (no
-    device work: it runs while the next item is measured)."""
+    device work: it runs while the next item is measured; ``entered``: as :func:`_report_written`)."""
     if isinstance(done, Profile):
         return done
     settings, report = done.settings, done.report
     try:
-        _report_written(done)
+        _report_written(done, entered)
     except (ProfileFailure, OSError) as err:
         report.unlink(missing_ok=True)
         return failed_profile(one_line_reason(str(err)), **_common(settings))
@@ -404,7 +409,8 @@ class ProfilingRunner(Runner):
     beside the rest of its guarded run (rechecks, edge rounds, verdict) once that run's timing and
     burst are done, and so are the next record's inputs and references made (another workload's, if
     they fit in memory beside this record); its profiled call holds the device alone; its exit, ncu's
-    report (shared) and the export run while the next pair starts, before that pair's timing."""
+    report (shared) and the export, and the guarded worker's exit (shared), run while the next pair
+    starts, before that pair's timing."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
@@ -423,6 +429,7 @@ class ProfilingRunner(Runner):
         self._cases_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cases-ahead")
         self._cases_ahead: dict[tuple[str, str], Future[tuple[WorkloadCases, RooflinePoint]]] = {}
         self._ahead_held = 0
+        self._retiring: list[threading.Thread] = []  # lanes' guarded workers being stopped (_retire_lane)
         self._deferred: dict[int, Future[Profile]] = {}
         self._pending: tuple[ResultRecord, _Settled, Future[Profile]] | None = None
         if not self.options.device.startswith(PROFILED_DEVICES):
@@ -441,6 +448,9 @@ class ProfilingRunner(Runner):
             self._pending = None
             self._exports.shutdown(wait=True)
             self._cases_pool.shutdown(wait=True)
+            for thread in self._retiring:
+                thread.join()
+            self._retiring.clear()
             self._cases_ahead.clear()
             self._release_ahead()
             for slot, report in self._ahead.values():
@@ -498,8 +508,29 @@ class ProfilingRunner(Runner):
         if isinstance(done, Profile):
             record.profile = done
         else:
-            self._deferred[id(record)] = self._exports.submit(finish_profile, done)
+            entered = threading.Event()  # its exit holds the gate before the next pair starts
+            self._deferred[id(record)] = self._exports.submit(finish_profile, done, entered)
+            entered.wait()
         return record
+
+    def _retire_lane(self, slot: CandidateSlot) -> None:
+        """The lane's guarded worker stopped in a thread (its exit and CUDA teardown off the path between
+        pairs) that holds the gate shared from before this returns until the worker is gone: the next
+        pair makes its cases and loads meanwhile, its timing waits."""
+        entered = threading.Event()
+
+        def retire() -> None:
+            try:
+                with self.gate.shared(slot.owner, "retire"):
+                    entered.set()
+                    slot.retire()
+            finally:
+                entered.set()
+
+        thread = threading.Thread(target=retire, name="retire", daemon=True)
+        thread.start()
+        entered.wait()
+        self._retiring.append(thread)
 
     def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         """The guarded run, whose end (after its timing and burst) the pair's worker under ncu prepares

@@ -243,9 +243,14 @@ class Runner:
                 done += 1
         finally:
             self.cases.skip(lane.problem, lane.workloads[done:])
-            slot.retire()
+            self._retire_lane(slot)
             with self._lock:
                 self._active.pop(id(slot), None)
+
+    def _retire_lane(self, slot: CandidateSlot) -> None:
+        """Stop a lane's worker at the lane's end (:class:`~solbench.engine.profiling.ProfilingRunner`
+        does it in the background)."""
+        slot.retire()
 
     def _spawn_early(self, slot: CandidateSlot) -> None:
         """Start the lane's worker now (unless started ahead), so that its imports overlap the first
