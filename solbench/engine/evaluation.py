@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,9 @@ from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
 
 _IMPORT = "the import of the candidate"
-EXCLUSIVE = ("time", "burst")  # requests timed (by the worker's clock or the parent's): the device alone
+# Requests timed (by the worker's clock or the parent's), and a call under a profiler (its kernels
+# replayed and counted: solbench profile): the device alone.
+EXCLUSIVE = ("time", "burst", "profile")
 _HARNESS_ROOT = str(Path(__file__).resolve().parents[2]) + "/"  # the checkout (or site-packages) holding solbench
 
 
@@ -256,6 +259,10 @@ class EvaluationContext:
     telemetry: dict[str, Any] = field(default_factory=dict)
     harness: dict[str, float] = field(default_factory=dict)  # where the harness's wall time went
     ledger: Ledger = field(default_factory=Ledger)  # the record's waits (solbench.engine.ledger)
+    # Called once the record's last timed request (the burst) is done: device work that must not
+    # overlap this candidate's timing may start beside the rest (solbench profile warms its worker
+    # under ncu then).
+    after_timed: Callable[[], None] | None = None
 
     def clock(self) -> float:
         """The work clock: stops while the record waits for the device (deadlines and phases count work)."""
@@ -400,6 +407,8 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                correctness)
         _add_findings(findings, window.findings())
         ctx.harness["burst_s"] = ctx.clock() - clock
+        if ctx.after_timed is not None:
+            ctx.after_timed()
         clock = ctx.clock()
         phase = "timing"
         with slot.access("recheck"):  # references for edited inputs, comparisons: device work

@@ -103,6 +103,15 @@ class MemoryGate:
             ledger.wait("memory_wait_s", time.monotonic() - began)
         return nbytes
 
+    def try_acquire(self, nbytes: int) -> int | None:
+        """Reserve ``nbytes`` only if they fit beside what is held now and no record waits to run
+        alone; None (nothing reserved) else. Never waits."""
+        with self._cond:
+            if self._alone_waiting or self.held + nbytes > self.budget:
+                return None
+            self.held += nbytes
+            return nbytes
+
     def release(self, nbytes: int) -> None:
         with self._cond:
             self.held -= nbytes
@@ -176,6 +185,11 @@ class CasesCache:
         if entry.error is not None:
             raise entry.error
         return entry.value
+
+    def holds(self, problem: Problem, workload: Workload) -> bool:
+        """Whether a value for (problem, workload) is kept or being made (a lane asking now takes it)."""
+        with self._lock:
+            return (problem.name, workload.name) in self._entries
 
     def skip(self, problem: Problem, workloads: list[Workload]) -> None:
         """A lane that ends early will not take these: the others need not keep them for it."""

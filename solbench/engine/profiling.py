@@ -2,12 +2,14 @@
 under Nsight Compute, whose counters become the record's ``profile``.
 
 For each (candidate, workload) the record is made exactly as ``solbench run`` makes it (the same
-worker, checks, timer and verdict; no profiler anywhere near the timing). When it passed, a second
-worker is started *under* ``ncu`` (:attr:`CandidateSlot.launcher`): it loads the candidate, runs
-its setup if it has one, makes a warm-up call (compiling, autotuning) on the first round's inputs,
-then a ``profile`` call on the second round's, the only one between cudaProfilerStart and
-cudaProfilerStop (``ncu --profile-from-start off``), so neither the harness's own kernels nor
-the warm-up are profiled. Both calls' outputs are checked against the reference like any round.
+worker, checks, timer and verdict; no profiler anywhere near the timing). A second worker runs
+*under* ``ncu`` (:attr:`CandidateSlot.launcher`): once the guarded run's timing and burst are done,
+it loads the candidate, runs its setup if it has one and makes a warm-up call (compiling, autotuning)
+on the first round's inputs, beside the rest of the guarded run; when that run passed, a ``profile``
+call on the second round's inputs, the only one between cudaProfilerStart and cudaProfilerStop
+(``ncu --profile-from-start off``), so neither the harness's own kernels nor the warm-up are
+profiled. Both calls' outputs are checked against the reference like any round. The profiled call
+holds the run's device gate alone, the rest of the pass holds it shared.
 ncu runs with ``--clock-control none`` (clocks as they are, as in the timed run) and its default
 ``--cache-control all`` (caches flushed before each kernel, as the timer's cold L2).
 
@@ -27,8 +29,10 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,15 +44,18 @@ from solbench.data import (
     ResultRecord,
     RooflinePoint,
     Status,
+    Workload,
     failed_profile,
     parse_raw_csv,
     profile_from_kernels,
 )
 from solbench.engine.cases import Case, WorkloadCases, message_bytes
 from solbench.engine.correctness import check_outputs
-from solbench.engine.evaluation import CandidateSlot, failure_from_reply, failure_from_worker
+from solbench.engine.evaluation import CandidateSlot, EvaluationContext, failure_from_reply, failure_from_worker
 from solbench.engine.ledger import Ledger
+from solbench.engine.pipeline import record_bytes
 from solbench.engine.runner import PlanItem, Runner
+from solbench.engine.scoring import Evaluation
 from solbench.errors import SolbenchError
 from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
 from solbench.worker import CandidateFile, WorkerFailure, WorkerStartError
@@ -154,16 +161,24 @@ class ProfileFailure(Exception):
 
 @dataclass
 class _Pass:
-    """One profiled pass: a worker under ncu for one candidate on one workload."""
+    """One profiled pass: a worker under ncu for one candidate on one workload.
+
+    Its preparation (load, setup, warm-up call) is untimed device work, holding the run's gate shared
+    (:attr:`CandidateSlot.gate`): :meth:`prepare_ahead` runs it in a thread beside the rest of the
+    guarded run once that run's timed requests are done. The profiled call holds the gate alone."""
 
     slot: CandidateSlot
     cases: WorkloadCases
     timeout_s: float
     compile_timeout_s: float
     phases: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    _thread: threading.Thread | None = None
+    _error: BaseException | None = None
 
-    def run(self) -> None:
-        """Load, setup, the warm-up call and the profiled call, each checked; raises ProfileFailure."""
+    def prepare(self) -> None:
+        """Load, setup and the warm-up call (compiling, autotuning) on the first round's inputs, each
+        checked; raises ProfileFailure."""
         clock = time.monotonic()
         try:
             failure = self.slot.ensure_worker(self.compile_timeout_s)
@@ -175,23 +190,68 @@ class _Pass:
         if self.slot.has_setup:
             from solbench.engine.evaluation import setup_inputs
 
-            self._request({"op": "setup", "inputs": setup_inputs(self.cases)}, None, "setup")
-        rounds = self.cases.rounds
+            self._request({"op": "setup", "inputs": setup_inputs(self.cases)}, None, "setup", "setup")
+        first = self.cases.rounds[0]
         clock = time.monotonic()
-        self._request({"op": "call", "inputs": list(rounds[0].inputs.values())}, rounds[0], "the warm-up call")
-        self.phases["warmup_call_s"], clock = time.monotonic() - clock, time.monotonic()
+        self._request({"op": "call", "inputs": list(first.inputs.values())}, first, "the warm-up call", "warmup")
+        self.phases["warmup_call_s"] = time.monotonic() - clock
+
+    def prepare_ahead(self, use_device: Callable[[], None] | None = None) -> None:
+        """Start :meth:`prepare` in a thread (once); ``use_device`` first sets that thread's device."""
+        if self._thread is None:
+            self.started = time.monotonic()
+            self._thread = threading.Thread(target=self._prepare_caught, args=(use_device,), name="ncu-warmup",
+                                            daemon=True)
+            self._thread.start()
+
+    def _prepare_caught(self, use_device: Callable[[], None] | None) -> None:
+        try:
+            if use_device is not None:
+                use_device()
+            self.prepare()
+        except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread by profile()
+            self._error = err
+
+    def profile(self) -> None:
+        """The preparation (waited for, or made now), then the profiled call, alone on the device;
+        raises ProfileFailure."""
+        clock = time.monotonic()
+        if self._thread is None:
+            self.started = clock
+            self.prepare()
+        else:
+            self._thread.join()
+            self.phases["warmup_wait_s"] = time.monotonic() - clock  # what the guarded run did not hide
+            if self._error is not None:
+                raise self._error
+        rounds = self.cases.rounds
         profiled = rounds[1] if len(rounds) > 1 else rounds[0]
-        self._request({"op": "profile", "inputs": list(profiled.inputs.values())}, profiled, "the profiled call")
+        clock = time.monotonic()
+        self._request({"op": "profile", "inputs": list(profiled.inputs.values())}, profiled, "the profiled call",
+                      "profile")
         self.phases["profiled_call_s"] = time.monotonic() - clock
 
-    def _request(self, header: dict, case: Case | None, phase: str) -> None:
+    def abandon(self) -> None:
+        """Stop the worker (ending a preparation in flight) and wait for the preparation's thread."""
+        client, thread = self.slot.client, self._thread
+        if thread is not None and thread.is_alive() and client is not None:
+            client.close()  # its request in flight fails at once
+        if thread is not None:
+            thread.join()
+        self.slot.retire()
+
+    def _request(self, header: dict, case: Case | None, phase: str, kind: str) -> None:
+        """One request, holding the gate as ``kind`` (shared, or alone for the profiled call), then its
+        outputs checked against the reference."""
         problem, axes = self.cases.problem, self.cases.axes
         header["expect"] = [{"shape": list(problem.shape(n, axes) or ()), "dtype": s.dtype}
                             for n, s in problem.outputs.items()]
-        assert self.slot.client is not None
-        limit = self.compile_timeout_s if phase != "the profiled call" else self.timeout_s + NCU_REPORT_WAIT_S
+        client = self.slot.client
+        assert client is not None
+        limit = self.compile_timeout_s if kind != "profile" else self.timeout_s + NCU_REPORT_WAIT_S
         try:
-            reply = self.slot.client.request(header, limit, message_bytes([case]) if case else 4096)
+            with self.slot.access(kind, long=kind != "profile"):
+                reply = client.request(header, limit, message_bytes([case]) if case else 4096)
         except WorkerFailure as err:
             raise ProfileFailure(failure_from_worker(err, phase, f"{limit:g} s").reason) from None
         if reply.get("ok") is not True:
@@ -218,52 +278,69 @@ def under_ncu(slot: CandidateSlot, settings: ProfileSettings) -> Path:
 
 @dataclass
 class _Profiled:
-    """A profiled pass done, its report written: what exporting it needs (:func:`finish_profile`)."""
+    """A profiled call done: what the worker's exit, ncu's report and its export need (:func:`finish_profile`)."""
 
     report: Path
     name: str
     pid: int | None
     settings: ProfileSettings
     compute_dtype: str
-    clock: float
-    phases: dict[str, float]
+    run: _Pass
 
 
 def profiled_pass(slot: CandidateSlot, cases: WorkloadCases, settings: ProfileSettings, record: ResultRecord,
-                  timeout_s: float, compile_timeout_s: float, report: Path | None = None) -> _Profiled | Profile:
+                  timeout_s: float, compile_timeout_s: float, report: Path | None = None,
+                  run: _Pass | None = None) -> _Profiled | Profile:
     """The device part of a profile: one call of ``slot``'s candidate under ncu (``slot`` is a fresh one,
-    or one :func:`under_ncu` prepared, whose ``report`` it writes) and ncu's report, written; the slot
-    retired. A failed profile where that failed."""
+    or one :func:`under_ncu` prepared, whose ``report`` it writes; ``run``, its pass, may be prepared
+    already). A failed profile (the slot retired) where that failed; else what :func:`finish_profile`
+    needs (the worker still to exit, ncu still to write its report)."""
     report = report or under_ncu(slot, settings)
-    clock = time.monotonic()
-    run = _Pass(slot, cases, timeout_s, compile_timeout_s)
+    run = run or _Pass(slot, cases, timeout_s, compile_timeout_s)
     try:
-        run.run()
+        run.profile()
         pid = slot.client.worker_pid if slot.client else None
-        step = time.monotonic()
-        if slot.client is not None:
-            slot.client.finish(NCU_REPORT_WAIT_S)
-        if not report.is_file():
-            raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
-        run.phases["report_s"] = time.monotonic() - step
     except (ProfileFailure, ProfilerError, OSError) as err:
+        run.abandon()
         report.unlink(missing_ok=True)
         return failed_profile(one_line_reason(str(err)), **_common(settings))
+    except BaseException:
+        run.abandon()
+        report.unlink(missing_ok=True)
+        raise
+    return _Profiled(report, raw_name(record), pid, settings, cases.problem.compute_dtype, run)
+
+
+def _report_written(done: _Profiled) -> None:
+    """The worker told to exit and ncu's report waited for (ncu writes it once the worker is gone),
+    holding the gate shared: the candidate's code stays beside no timing while it lives. The slot retired."""
+    slot, step = done.run.slot, time.monotonic()
+    try:
+        with slot.access("profile_exit"):
+            if slot.client is not None:
+                slot.client.finish(NCU_REPORT_WAIT_S)
+            if not done.report.is_file():
+                raise ProfileFailure(f"ncu wrote no report: {_log_tail(slot)}")
     finally:
         slot.retire()
-    return _Profiled(report, raw_name(record), pid, settings, cases.problem.compute_dtype, clock, run.phases)
+    done.run.phases["report_s"] = time.monotonic() - step
 
 
 def finish_profile(done: _Profiled | Profile) -> Profile:
-    """The host part of a profile: ncu's report exported, parsed and kept (no device work: it may run
-    while the next item is measured)."""
+    """The host part of a profile: the worker's exit, ncu's report, exported, parsed and kept (no
+    device work: it runs while the next item is measured)."""
     if isinstance(done, Profile):
         return done
     settings, report = done.settings, done.report
+    try:
+        _report_written(done)
+    except (ProfileFailure, OSError) as err:
+        report.unlink(missing_ok=True)
+        return failed_profile(one_line_reason(str(err)), **_common(settings))
     step = time.monotonic()
     try:
         text = export_raw(settings.ncu, report)
-        done.phases["export_s"] = time.monotonic() - step
+        done.run.phases["export_s"] = time.monotonic() - step
         kernels = [k for k in parse_raw_csv(text) if done.pid is None or k.process_id in (None, done.pid)]
         raw = settings.raw_dir / f"{done.name}.csv.gz"
         with gzip.open(raw, "wt", encoding="utf-8") as fh:
@@ -280,8 +357,8 @@ def finish_profile(done: _Profiled | Profile) -> Profile:
                               "profiler that did not attach)", **_common(settings))
     profile = profile_from_kernels(kernels, done.compute_dtype, raw=f"{settings.raw_dir.name}/{raw.name}",
                                    process_id=done.pid, **_common(settings))
-    profile.seconds = round(time.monotonic() - done.clock, 3)
-    profile.phases_s = {k: round(v, 3) for k, v in done.phases.items()}
+    profile.seconds = round(time.monotonic() - done.run.started, 3)
+    profile.phases_s = {k: round(v, 3) for k, v in done.run.phases.items()}
     return profile
 
 
@@ -321,7 +398,13 @@ class ProfilingRunner(Runner):
     The worker under ncu of each (problem, candidate) is started ahead: the next pair's when this pair
     begins, so its ncu start and torch import (about 6 s on the H200) overlap this pair's guarded run
     and replays and cost no wall time of their own (they launch nothing on the device before their
-    load, which comes after the guarded run of their own pair)."""
+    load, which comes after the timed requests of their own pair).
+
+    On the device, in the run's gate: a pair's worker under ncu loads and makes its warm-up call (shared)
+    beside the rest of its guarded run (rechecks, edge rounds, verdict) once that run's timing and
+    burst are done, and so are the next record's inputs and references made (another workload's, if
+    they fit in memory beside this record); its profiled call holds the device alone; its exit, ncu's
+    report (shared) and the export run while the next pair starts, before that pair's timing."""
 
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
@@ -329,9 +412,17 @@ class ProfilingRunner(Runner):
         self.settings = settings
         self._pairs: list[tuple[Problem, CandidateFile]] = []
         self._ahead: dict[tuple[str, str], tuple[CandidateSlot, Path]] = {}
-        # A report's export (ncu --import, ~0.8 s on the H200: host work) runs while the next item is
-        # measured; its record is written once the profile is in, before the next record.
-        self._exports = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncu-export")
+        # A worker's exit, its report and the export (ncu --import, ~0.8 s on the H200: host work) run
+        # while the next item is measured; its record is written once the profile is in, before the
+        # next record. Two threads: one pair's exit never waits behind the export before it.
+        self._exports = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncu-export")
+        self._warming: _Pass | None = None  # the pass of the pair in its guarded run
+        # The next record's inputs and references (another workload's), made beside this record's
+        # rechecks and warm-up within a memory reservation of their own (released when this record ends).
+        self._order: list[tuple[Problem, Workload, CandidateFile]] = []
+        self._cases_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cases-ahead")
+        self._cases_ahead: dict[tuple[str, str], Future[tuple[WorkloadCases, RooflinePoint]]] = {}
+        self._ahead_held = 0
         self._deferred: dict[int, Future[Profile]] = {}
         self._pending: tuple[ResultRecord, _Settled, Future[Profile]] | None = None
         if not self.options.device.startswith(PROFILED_DEVICES):
@@ -340,7 +431,8 @@ class ProfilingRunner(Runner):
 
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         # The order Runner.run goes in: problems, their candidates, their workloads.
-        self._pairs = [(item.problem, c) for item in plan for c in item.candidates for _ in item.workloads]
+        self._order = [(item.problem, w, c) for item in plan for c in item.candidates for w in item.workloads]
+        self._pairs = [(p, c) for p, _, c in self._order]
         try:
             records = super().run(plan)
             self._flush()
@@ -348,6 +440,9 @@ class ProfilingRunner(Runner):
         finally:
             self._pending = None
             self._exports.shutdown(wait=True)
+            self._cases_pool.shutdown(wait=True)
+            self._cases_ahead.clear()
+            self._release_ahead()
             for slot, report in self._ahead.values():
                 slot.retire()
                 report.unlink(missing_ok=True)
@@ -381,23 +476,88 @@ class ProfilingRunner(Runner):
         # the guarded run below and this pair's replays go on.
         profiled, report = self._under_ncu(cases.problem, slot.candidate)
         self._start_next(cases.problem, slot.candidate)
+        profiled.gate, profiled.owner = self.gate, f"{slot.owner}/ncu"
+        self._cases_ahead.clear()  # this record took its own: any other made ahead is not taken next
+        run = self._warming = _Pass(profiled, cases, opts.timeout_s, opts.compile_timeout_s)
         try:
             record = super()._run_one(slot, cases, roof)
         except BaseException:
-            profiled.retire()
+            run.abandon()
             report.unlink(missing_ok=True)
             raise
+        finally:
+            self._warming = None
+            self._release_ahead()  # the next record reserves its own, its cases included
         if record.status != Status.PASSED.value:
-            profiled.retire()
+            run.abandon()
             report.unlink(missing_ok=True)
             record.profile = failed_profile(f"not profiled: the run ended {record.status}", tool="ncu")
             return record
-        done = profiled_pass(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s, report)
+        done = profiled_pass(profiled, cases, self.settings, record, opts.timeout_s, opts.compile_timeout_s, report,
+                             run)
         if isinstance(done, Profile):
             record.profile = done
         else:
             self._deferred[id(record)] = self._exports.submit(finish_profile, done)
         return record
+
+    def _evaluate(self, slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
+        """The guarded run, whose end (after its timing and burst) the pair's worker under ncu prepares
+        beside, and the next record's cases are made beside."""
+        run = self._warming
+        if run is not None:
+            use_device = self._use_device if self.options.device.startswith("cuda") else None
+
+            def after_timed() -> None:
+                run.prepare_ahead(use_device)
+                self._make_next_cases(ctx.cases, slot.candidate)
+
+            ctx.after_timed = after_timed
+        return super()._evaluate(slot, ctx)
+
+    def _next_record(self, cases: WorkloadCases, candidate: CandidateFile) -> tuple[Problem, Workload] | None:
+        """The (problem, workload) of the record after this one, unless it shares this one's cases."""
+        keys = [(p.name, w.name, str(c.path)) for p, w, c in self._order]
+        here = (cases.problem.name, cases.workload.name, str(candidate.path))
+        if here not in keys or keys.index(here) + 1 >= len(keys):
+            return None
+        problem, workload, _ = self._order[keys.index(here) + 1]
+        same = (problem.name, workload.name) == (cases.problem.name, cases.workload.name)
+        return None if same else (problem, workload)
+
+    def _make_next_cases(self, cases: WorkloadCases, candidate: CandidateFile) -> None:
+        """Start making the next record's inputs and references in the background (shared device work,
+        done before this record's profiled call holds the device alone), if they fit in memory beside it."""
+        nxt = self._next_record(cases, candidate)
+        if nxt is None or (nxt[0].name, nxt[1].name) in self._cases_ahead or self.cases.holds(*nxt):
+            return
+        problem, workload = nxt
+        held = self.memory.try_acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device))
+        if held is None:  # no room beside this record: made in its turn
+            return
+        self._ahead_held += held
+        self._cases_ahead[(problem.name, workload.name)] = self._cases_pool.submit(self._cases_now, problem, workload)
+
+    def _cases_now(self, problem: Problem, workload: Workload) -> tuple[WorkloadCases, RooflinePoint]:
+        if self.options.device.startswith("cuda"):
+            self._use_device()  # this thread's current device: the run's
+        return Runner._make_cases(self, problem, workload, Ledger())
+
+    def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
+        """The ones made ahead (waited for), else made now (also when making them ahead failed: its
+        error, if it is the problem's, comes again here)."""
+        ahead = self._cases_ahead.pop((problem.name, workload.name), None)
+        if ahead is not None:
+            try:
+                return ahead.result()
+            except Exception:  # noqa: BLE001 - made again below, as without the cases made ahead
+                pass
+        return super()._make_cases(problem, workload, ledger)
+
+    def _release_ahead(self) -> None:
+        if self._ahead_held:
+            self.memory.release(self._ahead_held)
+            self._ahead_held = 0
 
     def _emit(self, record: ResultRecord, ledger: Ledger) -> None:
         """The record before this one first (its export done); this one now, or once its export is."""

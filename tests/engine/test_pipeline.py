@@ -407,3 +407,34 @@ def test_a_record_reserves_room_for_its_bursts_outputs():
     assert record_bytes(problem, workload, 3, "cpu") == base + min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * out)
     big = 1 << 30
     assert burst.room_bytes(big, "cuda") == burst.OUTPUT_BUDGET_BYTES["cuda"]
+
+
+def test_try_acquire_reserves_only_what_fits_beside_the_held_and_never_waits():
+    from solbench.engine.pipeline import MemoryGate
+
+    memory = MemoryGate(100)
+    assert memory.try_acquire(60) == 60
+    assert memory.try_acquire(50) is None and memory.held == 60  # 110 would overflow: nothing reserved
+    assert memory.try_acquire(40) == 40 and memory.held == 100
+    memory.release(40)
+    waiter = threading.Thread(target=lambda: memory.release(memory.acquire(10, alone=True)))
+    waiter.start()  # waits to run alone while 60 are held
+    deadline = time.monotonic() + 5
+    while not memory._alone_waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory.try_acquire(1) is None  # a record waiting to run alone goes first
+    memory.release(60)
+    waiter.join(5)
+    assert not waiter.is_alive() and memory.held == 0
+
+
+def test_cases_cache_holds_a_value_being_made_and_kept_for_a_later_lane():
+    problem = load_problem(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "scaled_add" / "problem.yaml")
+    n4 = next(w for w in problem.workloads if w.name == "n4")
+    cache = CasesCache()
+    cache.expect([Lane(problem, [n4], c) for c in ("a", "b")])  # two lanes take it
+    assert not cache.holds(problem, n4)
+    seen: list[bool] = []
+    assert cache.take(problem, n4, lambda: seen.append(cache.holds(problem, n4)) or "cases") == "cases"
+    assert seen == [True] and cache.holds(problem, n4)  # being made, then kept for the second lane
+    assert cache.take(problem, n4, lambda: "made again") == "cases" and not cache.holds(problem, n4)

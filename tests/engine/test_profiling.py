@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,124 @@ def test_a_record_is_written_once_its_export_is_in_and_before_the_next_record(mo
     assert [w[:2] for w in written] == [("first", "profile of first"), ("second", "profile of second"),
                                         ("failed", None)]
     runner._exports.shutdown()
+
+
+@pytest.fixture
+def gate_log(monkeypatch):
+    """The profiling run's device-gate log: ``gate_log.intervals()`` so far; ``gate_log.hold(ready)``
+    makes the n-th guarded run's recheck (one run at a time) wait, at most 60 s, until
+    ``ready(intervals, n)``: what is to happen beside it, did."""
+    from types import SimpleNamespace
+
+    from solbench.engine import evaluation
+
+    runners: list[profiling.ProfilingRunner] = []
+    run, recheck = profiling.ProfilingRunner.run, evaluation._recheck_timed
+    monkeypatch.setattr(profiling.ProfilingRunner, "run", lambda self, plan: runners.append(self) or run(self, plan))
+    log = SimpleNamespace(intervals=lambda: list(runners[0].gate.intervals), rechecks=0)
+
+    def hold(ready):
+        def waiting_recheck(ctx, reply, plan):
+            log.rechecks += 1
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not ready(log.intervals(), log.rechecks):
+                time.sleep(0.02)
+            return recheck(ctx, reply, plan)
+
+        monkeypatch.setattr(evaluation, "_recheck_timed", waiting_recheck)
+
+    log.hold = hold
+    return log
+
+
+def _profiled_ok(monkeypatch, capsys, out: Path, *more: str) -> list[dict]:
+    """The records of a `solbench profile` run that exited 0, all PASSED with a profile."""
+    code, printed = _profile(monkeypatch, capsys, out, *more)
+    assert code == 0, printed
+    records = read_records([out])[0]
+    assert all(r["status"] == "PASSED" and r["profile"]["status"] == "ok" for r in records)
+    return records
+
+
+@pytest.mark.slow
+def test_the_warm_up_under_ncu_runs_beside_the_guarded_run_and_the_profiled_call_alone(stand_in, monkeypatch, capsys,
+                                                                                        tmp_path, gate_log):
+    """Each pair's worker under ncu loads and makes its warm-up call while its own guarded run still
+    rechecks (after that run's timing and burst, never before); each profiled call and each timing
+    held the device alone (the gate's log: no request of either pair overlaps one); the worker's exit
+    and report overlap the next pair, before its timing."""
+    from solbench.engine.gate import overlaps
+
+    stand_in()
+    gate_log.hold(lambda log, n: sum(i.kind == "warmup" for i in log) >= n)
+    second = tmp_path / "honest_too.py"
+    second.write_text(HONEST.read_text())
+    records = _profiled_ok(monkeypatch, capsys, tmp_path / "profiles.jsonl", "-s", str(second), "--workload", "n4")
+    assert [r["solution"] for r in records] == ["honest", "honest_too"]
+    log = gate_log.intervals()
+    assert overlaps(log) == []  # nothing beside a timing, a burst or a profiled call
+    for name in ("honest", "honest_too"):
+        mine = [i for i in log if i.owner.endswith(f"/{name}")]
+        ncu = [i for i in log if i.owner.endswith(f"/{name}/ncu")]
+        kinds = [i.kind for i in ncu]
+        assert kinds[:2] == ["load", "warmup"] and kinds[-2:] == ["profile", "profile_exit"], kinds
+        warmup = ncu[kinds.index("warmup")]
+        timed_end = max(i.end for i in mine if i.kind in ("time", "burst"))
+        rechecked = next(i for i in mine if i.kind == "recheck")
+        assert timed_end <= ncu[0].start  # no code of the worker under ncu alive during its pair's timing
+        assert warmup.start < rechecked.end  # prepared beside its own guarded run, not after it
+        profiled = ncu[kinds.index("profile")]
+        assert profiled.exclusive and profiled.start >= rechecked.end
+    assert all({"start_s", "warmup_call_s", "warmup_wait_s", "profiled_call_s", "report_s", "export_s"}
+               == set(r["profile"]["phases_s"]) for r in records)
+    first_exit = next(i for i in log if i.kind == "profile_exit" and i.owner.endswith("/honest/ncu"))
+    second_timing = next(i for i in log if i.kind == "time" and i.owner.endswith("/honest_too"))
+    assert first_exit.end <= second_timing.start
+
+
+@pytest.mark.slow
+def test_the_next_records_inputs_are_made_beside_this_ones_recheck_before_its_profiled_call(
+        stand_in, monkeypatch, capsys, tmp_path, gate_log):
+    """Two workloads: n32's inputs and references are made after n4's burst, beside n4's recheck, and
+    done before n4's profiled call (which holds the device alone); n32's record takes them (made once)."""
+    from solbench.engine.gate import overlaps
+
+    stand_in()
+    gate_log.hold(lambda log, n: n > 1 or any(i.kind == "cases" and i.owner == "tiny.scaled_add/n32" for i in log))
+    records = _profiled_ok(monkeypatch, capsys, tmp_path / "profiles.jsonl", "--workload", "n4", "--workload", "n32")
+    assert [r["workload"] for r in records] == ["n4", "n32"]
+    log = gate_log.intervals()
+    assert overlaps(log) == []
+    made = [i for i in log if i.kind == "cases" and i.owner == "tiny.scaled_add/n32"]
+    assert len(made) == 1, made
+    burst = max(i.end for i in log if i.kind == "burst" and i.owner == "tiny.scaled_add/n4/honest")
+    rechecked = next(i for i in log if i.kind == "recheck" and i.owner == "tiny.scaled_add/n4/honest")
+    profiled = next(i for i in log if i.kind == "profile" and i.owner == "tiny.scaled_add/n4/honest/ncu")
+    assert burst <= made[0].start < rechecked.end and made[0].end <= profiled.start
+
+
+def test_the_throughput_benchmark_gives_each_pair_its_own_span(tmp_path, monkeypatch):
+    """benchmarks/profile_throughput.py: a record written while the next pair runs (its export) is
+    charged from its pair's start to the next pair's, the last one to its record; not its successor's."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("profile_throughput", TESTS.parent / "benchmarks" /
+                                                  "profile_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tally = bench.Tally(tmp_path / "t.json", 3, 0.0, [])
+    now = [0.0]
+    tally.clock, tally.t0 = lambda: now[0], 0.0
+
+    def rec(name):
+        return SimpleNamespace(problem="p", workload="w", solution=name, status="PASSED", profile=None, reason=None)
+
+    for at, step in ((10.0, "start a"), (13.0, "start b"), (20.0, "a"), (20.5, "start c"), (27.0, "b"), (28.0, "c")):
+        now[0] = at
+        if step.startswith("start "):
+            tally.task("p", "w", step[6:])
+        else:
+            tally.record(rec(step))
+    assert [r["pair_s"] for r in tally.rows] == [3.0, 7.5, 7.5]  # 10->13, 13->20.5, 20.5->28
+    assert tally.doc["startup_s"] == 10.0 and tally.doc["median_pair_s"] == 7.5 and tally.doc["wall_s"] == 28.0
