@@ -48,13 +48,13 @@ from solbench.engine.verification import (
     timed_checks,
 )
 from solbench.guards import (
+    ConcurrencySnapshot,
     Finding,
     Observer,
     check_concurrency,
     descendant_processes,
     device_findings,
     other_process_work,
-    snapshot_concurrency,
 )
 from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
@@ -506,6 +506,7 @@ class _Window:
     def __init__(self, slot: CandidateSlot, ctx: EvaluationContext):
         proc = slot.client.proc if slot.client is not None else None
         self.pid = proc.pid if proc is not None else None
+        self.group = _group(slot)
         self.guards = slot.guards
         self.observer = Observer(self.pid, ctx.device, ctx.gpu_uuid) if self.pid is not None else None
         self.whole = self.observer.start() if self.observer is not None else None
@@ -515,7 +516,7 @@ class _Window:
             return []
         seen = self.whole()
         found = other_process_work(seen, "the timing and the burst")
-        found += device_findings(seen, self.pid, descendant_processes(self.pid))
+        found += device_findings(seen, self.pid, descendant_processes(self.pid, self.group))
         return [f.as_dict() for f in found]
 
 
@@ -596,8 +597,19 @@ def processes_left(slot: CandidateSlot) -> list[dict[str, Any]]:
     proc = slot.client.proc if slot.client is not None else None
     if not slot.guards or proc is None:
         return []
-    baseline = dataclasses.replace(snapshot_concurrency(proc.pid), processes=frozenset())
+    # The baseline is nothing at all: not read (each read of the processes was a scan of /proc).
+    baseline = ConcurrencySnapshot(proc.pid, frozenset(), frozenset(), frozenset(), _group(slot))
     return [f.as_dict() for f in check_concurrency(baseline, native=False, grace_s=EXITING_PROCESS_GRACE_S)]
+
+
+def _group(slot: CandidateSlot) -> str | None:
+    """The worker's own cgroup folder (its processes are listed there) where it runs as another user, who
+    cannot move a process out of it nor make a group below it (the folders are this process's); else None
+    (the processes are found by their parents, in /proc)."""
+    client = slot.client
+    if client is None or client.cgroup is None or client.account is None:
+        return None
+    return str(client.cgroup)
 
 
 def _recheck_timed(ctx: EvaluationContext, reply: dict[str, Any], plan: TimedPlan) -> dict[str, Any]:

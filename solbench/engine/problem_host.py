@@ -578,8 +578,7 @@ def _handle(msg: dict[str, Any]) -> dict[str, Any]:
 
 def serve(sock: Any, sandbox: dict[str, Any]) -> int:
     """Answer the parent's requests until it says exit."""
-    from solbench.worker import SendArena, recv_message, release_device_memory, send_message
-    from solbench.worker.devwire import WorkerPool
+    from solbench.worker import SendArena, WorkerPool, recv_message, release_device_memory, send_message
 
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox, "at": time.monotonic()})
     arena = SendArena()  # the replies' reused file (the parent copies a reply out before its next request)

@@ -63,7 +63,14 @@ from solbench.engine.work import timed_point
 from solbench.errors import DeviceMemoryShort, ProblemError
 from solbench.guards import make_undumpable, resolve_account, review
 from solbench.settings import WINDOW_STOP_WAIT_S
-from solbench.worker import CandidateFile, cache_key, source_digest, stop_on_signals, sweep_dead_workers
+from solbench.worker import (
+    CandidateFile,
+    cache_key,
+    memory_retried,
+    source_digest,
+    stop_on_signals,
+    sweep_dead_workers,
+)
 
 
 @dataclass
@@ -295,10 +302,12 @@ class Runner:
         need = record_bytes(problem, workload, self.options.rounds, self.timing.device) * scale
         held = self.memory.acquire(need, ledger, alone=alone)
         try:
-            with ledger.phase("cases_s"):
-                # The same seeds for every candidate: all of them see the same inputs, made once.
-                cases, roof = self.cases.take(problem, workload, lambda: self._make_cases(problem, workload, ledger))
-            record = self._run_one(slot, cases, roof)
+            with memory_retried(not alone):  # a device pool short of memory: the record retried, not moved to memfd
+                with ledger.phase("cases_s"):
+                    # The same seeds for every candidate: all of them see the same inputs, made once.
+                    cases, roof = self.cases.take(problem, workload,
+                                                  lambda: self._make_cases(problem, workload, ledger))
+                record = self._run_one(slot, cases, roof)
         except (ProblemError, RuntimeError, MemoryError) as err:
             if alone or not (isinstance(err, DeviceMemoryShort) or _out_of_memory(str(err))):
                 raise

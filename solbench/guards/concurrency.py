@@ -29,6 +29,7 @@ class ConcurrencySnapshot:
     python_threads: frozenset[int]
     native_threads: frozenset[int]
     processes: frozenset[int]
+    group: str | None = None  # the process's own cgroup (v2) folder, when it has one: its processes are read there
 
 
 def _native_threads(pid: int) -> frozenset[int]:
@@ -55,8 +56,19 @@ def _proc_stat(pid: str) -> tuple[str, int, int] | None:
     return None if fields is None else (fields[0], int(fields[1]), int(fields[3]))
 
 
-def descendant_processes(pid: int) -> frozenset[int]:
-    """Live (non-zombie) descendants of ``pid``; if it leads its session, every live process in it."""
+def descendant_processes(pid: int, group: str | None = None) -> frozenset[int]:
+    """Live (non-zombie) descendants of ``pid``; if it leads its session, every live process in it.
+
+    With ``group``, the cgroup (v2) folder ``pid`` was placed in alone, its other live processes: all it
+    started, wherever they moved in the process tree or to which session (an unprivileged process cannot
+    leave its cgroup), read from one file instead of every process's stat (with a dozen workers in
+    flight the full scans were 37% of the parent's busy time on the H200, 2026-12-02). A group that
+    cannot be read falls back to the scan."""
+    if group is not None:
+        found = _group_processes(group)
+        if found is not None:
+            return frozenset(p for p in found if p != pid and (st := _proc_stat(str(p))) is not None
+                             and st[0] not in "ZX")
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
@@ -81,6 +93,14 @@ def descendant_processes(pid: int) -> frozenset[int]:
     return frozenset((found | live_in_session) - {pid})
 
 
+def _group_processes(group: str) -> list[int] | None:
+    try:
+        with open(os.path.join(group, "cgroup.procs"), encoding="ascii") as fh:
+            return [int(x) for x in fh.read().split()]
+    except (OSError, ValueError):
+        return None
+
+
 def _session_leader(pid: int) -> bool:
     try:
         return os.getsid(pid) == pid
@@ -97,12 +117,13 @@ def _cmdline(pid: int) -> str:
     return (text[:80] + "...") if len(text) > 80 else (text or "?")
 
 
-def snapshot_concurrency(pid: int | None = None) -> ConcurrencySnapshot:
-    """Threads and descendant processes of ``pid`` (this process by default) right now."""
+def snapshot_concurrency(pid: int | None = None, group: str | None = None) -> ConcurrencySnapshot:
+    """Threads and descendant processes of ``pid`` (this process by default) right now (``group``: its
+    own cgroup folder, see :func:`descendant_processes`)."""
     me = os.getpid()
     pid = me if pid is None else pid
     py = frozenset(sys._current_frames()) if pid == me else frozenset()
-    return ConcurrencySnapshot(pid, py, _native_threads(pid), descendant_processes(pid))
+    return ConcurrencySnapshot(pid, py, _native_threads(pid), descendant_processes(pid, group), group)
 
 
 def _candidate_site(ident: int, files: Collection[str]) -> str | None:
@@ -136,11 +157,11 @@ def check_concurrency(before: ConcurrencySnapshot, *, candidate_files: Collectio
     workers). ``grace_s``: time given to threads and processes that are already finishing.
     """
     files = {os.path.realpath(f) for f in candidate_files or ()}
-    now = snapshot_concurrency(before.pid)
+    now = snapshot_concurrency(before.pid, before.group)
     if grace_s > 0 and (now.python_threads - before.python_threads or now.processes - before.processes
                         or now.native_threads - before.native_threads):
         time.sleep(grace_s)
-        now = snapshot_concurrency(before.pid)
+        now = snapshot_concurrency(before.pid, before.group)
     findings = []
     new_py = sorted(now.python_threads - before.python_threads)
     for ident in new_py:

@@ -24,11 +24,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import SolbenchError
+from solbench.errors import DeviceMemoryShort, SolbenchError
 from solbench.settings import WORKER_ACCEPT_POLL_S, WORKER_EXIT_GRACE_S
 from solbench.worker import jitcache
 from solbench.worker.cleanup import (
@@ -99,6 +102,28 @@ PASSED_VARS = re.compile(r"^(PATH|LANG|LANGUAGE|TZ|TERM|LD_LIBRARY_PATH|LIBRARY_
                          r"CUPY_\w+|OMP_\w+|KMP_\w+|MKL_\w+|OPENBLAS_\w+|GOMP_\w+)$")
 SECRET_VARS = re.compile(r"TOKEN|SECRET|PASSW|PWD|PASS$|CREDENTIAL|AUTH|JWT|DSN|API_?KEY|ACCESS_?KEY|"
                          r"PRIVATE_?KEY|_KEY$|^AWS_|^AZURE_|^GOOGLE_APPLICATION|^SSH_|^GPG_", re.IGNORECASE)
+_ATTEMPT = threading.local()  # this thread's record attempt: whether running short of memory is retried
+
+
+@contextmanager
+def memory_retried(retried: bool = True) -> Iterator[None]:
+    """While this thread holds it, a device pool that cannot be made or filled for lack of device memory
+    raises :class:`DeviceMemoryShort` (the caller runs the record again with more memory) instead of
+    moving that peer to the memfd route for good. On the H200 a worker moved so beside a crowded device
+    had its burst's outputs clocked through host memory, and an honest candidate was judged a reward hack
+    (2026-12-02: residual_layernorm, 56 ms a call for 195 us claimed)."""
+    before = getattr(_ATTEMPT, "retried", False)
+    _ATTEMPT.retried = retried
+    try:
+        yield
+    finally:
+        _ATTEMPT.retried = before
+
+
+def _short_of_memory(text: str) -> bool:
+    return "out of memory" in text.lower() or "OUT_OF_MEMORY" in text
+
+
 _URL_WITH_PASSWORD = re.compile(r"://[^/\s:@]*:[^/\s@]*@")
 
 
@@ -332,6 +357,8 @@ class WorkerClient:
                     self.pool = ParentPool(device_index(self.device), shrink=self.shrink_pool)
                 return self.pool.send(self.sock, header, deadline)
             except DeviceShareError as err:  # raised before anything is sent
+                if getattr(_ATTEMPT, "retried", False) and _short_of_memory(str(err)):
+                    raise DeviceMemoryShort([f"the device pool for a request to {self.entry}: {err}"]) from None
                 self._fall_back(f"the parent could not share device memory: {err}")
         send_encoded(self.sock, *encode_header(header), deadline, arena=self.arena)
 

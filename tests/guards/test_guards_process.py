@@ -21,6 +21,7 @@ import torch
 
 from solbench.guards import (
     REWARD_HACK,
+    ConcurrencySnapshot,
     check_concurrency,
     check_persisting_l2,
     check_timer_integrity,
@@ -106,6 +107,34 @@ def test_live_child_process_is_found_and_a_zombie_is_not() -> None:
     time.sleep(0.3)  # dead but not reaped: a zombie does no work
     assert [f for f in check_concurrency(before) if f.kind == "process"] == []
     child.wait()
+
+
+def test_a_processes_own_cgroup_lists_what_it_started_even_outside_its_tree(tmp_path: Path) -> None:
+    """Read from the cgroup the process was placed in: a process it started in a new session whose
+    parent is gone (no longer its descendant) is found; a zombie is not, nor the process itself, nor a
+    process outside the group. The group's list stands in for the kernel's (a file of the same format)."""
+    from solbench.guards import descendant_processes
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    outside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.05)  # it exits and is not reaped: a zombie
+        (tmp_path / "cgroup.procs").write_text(f"{owner.pid}\n{orphan.pid}\n{zombie.pid}\n")
+        assert descendant_processes(owner.pid, str(tmp_path)) == frozenset({orphan.pid})
+        assert descendant_processes(owner.pid) == frozenset(), "by the tree: not its descendant"
+        before = ConcurrencySnapshot(owner.pid, frozenset(), frozenset(), frozenset(), str(tmp_path))
+        assert [f.kind for f in check_concurrency(before, native=False)] == ["process"]
+        gone = tmp_path / "gone"
+        assert descendant_processes(owner.pid, str(gone)) == frozenset(), "an unreadable group: the /proc scan"
+    finally:
+        for p in (owner, orphan, outside, zombie):
+            p.kill()
+            p.wait()
 
 
 def test_native_threads_are_listed_from_proc() -> None:

@@ -254,3 +254,38 @@ def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what
     stacked = reply["stacked"][0]
     for c in range(calls):
         assert torch.equal(stacked[c], f(*sets[c % 2])), c
+
+
+def test_a_device_pool_short_of_memory_is_retried_within_an_attempt_and_memfd_outside_one(monkeypatch):
+    """Within a record's attempt (``memory_retried``) a pool the parent cannot make for lack of device
+    memory raises DeviceMemoryShort and keeps the device route (the record runs again with more memory);
+    outside one, or for any other reason, the peer moves to memfd and the request still arrives."""
+    from solbench.errors import DeviceMemoryShort
+    from solbench.worker import devwire, vmm
+    from solbench.worker.client import memory_retried
+
+    why = {"text": "cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY"}
+
+    def short(self, sock, header, deadline):
+        raise vmm.DeviceShareError(why["text"])
+
+    monkeypatch.setattr(devwire.ParentPool, "send", short)
+    monkeypatch.setattr(devwire, "device_index", lambda device: 0)
+    a, b = socket.socketpair()
+    with a, b:
+        for text, retried, moved in (("cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY", True, False),
+                                     ("filling the device pool: CUDA out of memory. Tried to allocate 2 GiB", True, False),
+                                     ("cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED", True, True),
+                                     ("cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY", False, True)):
+            why["text"] = text
+            client = WorkerClient("cuda", transport="device")
+            client.sock = a
+            with memory_retried(retried):
+                if not moved:
+                    with pytest.raises(DeviceMemoryShort, match="device pool"):
+                        client._send({"op": "ping"}, time.monotonic() + 5)
+                    assert client.transport == "device"
+                    continue
+                client._send({"op": "ping", "n": 1}, time.monotonic() + 5)
+            assert client.transport == "memfd" and text in client.transport_note
+            assert recv_message(b, time.monotonic() + 5) == {"op": "ping", "n": 1}
