@@ -58,7 +58,7 @@ from solbench.engine.runner import PlanItem, Runner
 from solbench.engine.scoring import Evaluation
 from solbench.errors import SolbenchError
 from solbench.settings import NCU_EXPORT_TIMEOUT_S, NCU_REPORT_WAIT_S, NCU_VERSION_TIMEOUT_S
-from solbench.worker import CandidateFile, WorkerFailure, WorkerStartError
+from solbench.worker import CandidateFile, WorkerFailure, WorkerStartError, memory_retried
 
 # What ncu collects: exactly the metrics the profile reads (solbench.data.profile), named outright, and
 # no section: a section brings every metric of its tables, each costing replay passes of every
@@ -572,7 +572,9 @@ class ProfilingRunner(Runner):
     def _cases_now(self, problem: Problem, workload: Workload) -> tuple[WorkloadCases, RooflinePoint]:
         if self.options.device.startswith("cuda"):
             self._use_device()  # this thread's current device: the run's
-        return Runner._make_cases(self, problem, workload, Ledger())
+        # Short of device memory: an error (the record makes them again in its turn), not a host moved to memfd.
+        with memory_retried():
+            return Runner._make_cases(self, problem, workload, Ledger())
 
     def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
         """The ones made ahead (waited for), else made now (also when making them ahead failed: its
