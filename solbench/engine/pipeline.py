@@ -21,6 +21,7 @@ from typing import Any
 from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
 from solbench.engine.ledger import Ledger
+from solbench.settings import FREE_POLL_S
 from solbench.worker import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
@@ -75,27 +76,51 @@ def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type:
     return (rounds + 7) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
 
 
+def cases_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
+    """The part of :func:`record_bytes` that is the parent's cases (the rounds' and two timing sets'
+    inputs and reference outputs): in use already when another lane made them."""
+    return (rounds + 2) * problem.auto_bytes(problem.resolve_axes(workload))
+
+
 class MemoryGate:
     """Bytes of device memory reserved by the records in flight; a record that would overflow the
     budget waits (one alone is always let in, whatever its size: it is checked against what is free).
     ``alone``: the whole budget, once every other reservation is gone (a record that ran out of
-    memory beside others runs again so); while one waits for it, no other is let in."""
+    memory beside others runs again so); while one waits for it, no other is let in.
 
-    def __init__(self, budget: int):
+    ``free_bytes`` (the device's free memory now, every process's use counted): beside others, a record
+    also waits until that many bytes are free. The reservations are estimates; what the records in
+    flight really hold is what the device has left (H200, 2026-12-02: records let in by their estimates
+    found the device full, ran out of memory in their references and ran again, then alone)."""
+
+    def __init__(self, budget: int, free_bytes: Callable[[], int] | None = None):
         self.budget = budget
         self.held = 0
+        self.free_bytes = free_bytes
         self._alone_waiting = 0
         self._cond = threading.Condition()
 
-    def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False) -> int:
-        """Reserve ``nbytes`` (``alone``: the whole budget); returns what was reserved, for :meth:`release`."""
+    def _must_wait(self, nbytes: int, alone: bool, free_need: int) -> bool:
+        if not self.held:
+            return False
+        if self.held + nbytes > self.budget or (self._alone_waiting and not alone):
+            return True
+        return self.free_bytes is not None and self.free_bytes() < free_need
+
+    def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False,
+                free_need: int | None = None) -> int:
+        """Reserve ``nbytes`` (``alone``: the whole budget); returns what was reserved, for :meth:`release`.
+        ``free_need``: the bytes that must be free on the device beside others (default ``nbytes``; less
+        where part of the record's memory is in use already, its cases made by another lane)."""
         began = time.monotonic()
+        free_need = nbytes if free_need is None else free_need
         nbytes = max(nbytes, self.budget) if alone else nbytes
         with self._cond:
             self._alone_waiting += alone
             try:
-                while self.held and (self.held + nbytes > self.budget or (self._alone_waiting and not alone)):
-                    self._cond.wait()
+                while self._must_wait(nbytes, alone, free_need):
+                    # Memory freed by another process notifies nobody: the free bytes are read again.
+                    self._cond.wait(FREE_POLL_S if self.free_bytes is not None else None)
             finally:
                 self._alone_waiting -= alone
             self.held += nbytes
@@ -107,7 +132,8 @@ class MemoryGate:
         """Reserve ``nbytes`` only if they fit beside what is held now and no record waits to run
         alone; None (nothing reserved) else. Never waits."""
         with self._cond:
-            if self._alone_waiting or self.held + nbytes > self.budget:
+            if self._alone_waiting or self.held + nbytes > self.budget or (
+                    self.held and self.free_bytes is not None and self.free_bytes() < nbytes):
                 return None
             self.held += nbytes
             return nbytes
@@ -127,6 +153,21 @@ def memory_budget(device: str) -> int:
     from solbench.engine.cases import available_memory
 
     return int(available_memory("cpu") * MEMORY_SHARE_CPU)
+
+
+def free_bytes_of(device: str) -> Callable[[], int] | None:
+    """What reads the device's free memory now (every process's use counted); None off CUDA (the host's
+    memory is the records' own estimate's business there)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    index = torch.device(device).index
+
+    def free() -> int:
+        return int(torch.cuda.mem_get_info(index)[0])
+
+    return free
 
 
 @dataclass

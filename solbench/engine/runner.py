@@ -50,8 +50,10 @@ from solbench.engine.pipeline import (
     CasesCache,
     Lane,
     MemoryGate,
+    cases_bytes,
     default_hosts,
     default_in_flight,
+    free_bytes_of,
     memory_budget,
     record_bytes,
     run_lanes,
@@ -156,7 +158,7 @@ class Runner:
         # Every request of every lane holds it: timing windows alone, in batches of half the lanes.
         self.gate = DeviceGate(batch=timing_batch(self.in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
         budget = memory_budget(self.options.device)
-        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)))
+        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)), free_bytes_of(self.options.device))
         self.cases = CasesCache(int(budget * CACHE_SHARE), size=_cases_bytes)
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
@@ -300,7 +302,8 @@ class Runner:
         to ``reasons``: the caller retries)."""
         slot.ledger = ledger
         need = record_bytes(problem, workload, self.options.rounds, self.timing.device) * scale
-        held = self.memory.acquire(need, ledger, alone=alone)
+        made = cases_bytes(problem, workload, self.options.rounds) if self.cases.holds(problem, workload) else 0
+        held = self.memory.acquire(need, ledger, alone=alone, free_need=max(need - made, 0))
         try:
             with memory_retried(not alone):  # a device pool short of memory: the record retried, not moved to memfd
                 with ledger.phase("cases_s"):

@@ -428,6 +428,28 @@ def test_try_acquire_reserves_only_what_fits_beside_the_held_and_never_waits():
     assert not waiter.is_alive() and memory.held == 0
 
 
+def test_beside_others_a_record_waits_for_the_device_to_have_its_bytes_free():
+    """Within the budget, a record beside others is let in only once the device has its bytes free (what
+    other processes hold counts: the reservations are estimates); alone it is let in whatever is free."""
+    from solbench.engine.pipeline import MemoryGate
+
+    free = {"bytes": 30}
+    memory = MemoryGate(100, free_bytes=lambda: free["bytes"])
+    assert memory.acquire(50) == 50  # nothing held: let in, whatever is free
+    assert memory.try_acquire(40) is None  # fits the budget, but only 30 bytes are free
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(memory.acquire(40)))
+    waiter.start()
+    time.sleep(0.6)  # more than two reads of the free bytes
+    assert got == [] and memory.held == 50
+    free["bytes"] = 45  # another process let go of its memory: nobody is notified
+    waiter.join(5)
+    assert not waiter.is_alive() and got == [40] and memory.held == 90
+    memory.release(40)
+    free["bytes"] = 30  # a record whose cases another lane made needs only the rest free
+    assert memory.acquire(40, free_need=25) == 40 and memory.held == 90
+
+
 def test_cases_cache_holds_a_value_being_made_and_kept_for_a_later_lane():
     problem = load_problem(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "scaled_add" / "problem.yaml")
     n4 = next(w for w in problem.workloads if w.name == "n4")
