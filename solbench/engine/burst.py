@@ -59,6 +59,7 @@ OUTPUT_BUDGET_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
 # The least claimed / parent-measured ratio an honest candidate shows (measured: docs/security.md).
 MIN_RATIO = {"cpu": 0.25, "cuda": 0.25}
 OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
+TRANSPORT_CALLS = 4  # calls' outputs moved through the memfd route to time its share of a GPU burst call
 # The most of a burst's time the harness's own work may account for and the burst still conclude:
 # beyond it, what is left for the candidate is too small a difference of two noisy figures.
 MAX_OVERHEAD_SHARE = 0.75
@@ -280,6 +281,30 @@ def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str,
     return (clock() - t0) / m
 
 
+def transport_overhead(cases: WorkloadCases, calls: int) -> float:
+    """On a GPU over the memfd route, the parent-clocked time per burst call that is the reply's transport,
+    not the candidate's: ``TRANSPORT_CALLS`` calls' outputs (at most ``calls``) copied from the device into
+    a shared-memory file and read back, as the worker's reply carries them. On the device route the outputs
+    stay on the device and this is not counted; over memfd an honest candidate's 1.2 GiB of burst outputs
+    took 56 ms a call for a 195 us kernel and were judged a reward hack (H200, 2026-12-02)."""
+    import socket
+    import threading
+
+    from solbench.worker import encode_header, recv_message, send_encoded
+
+    m = max(1, min(calls, TRANSPORT_CALLS))
+    outs = [t for t in cases.sets[0].expected.values() if hasattr(t, "numel")] * m
+    got: list[Any] = []
+    a, b = socket.socketpair()
+    with a, b:
+        t0 = time.perf_counter()
+        reader = threading.Thread(target=lambda: got.append(recv_message(b, time.monotonic() + 120)), daemon=True)
+        reader.start()  # frames under the memfd threshold go through the socket: read them meanwhile
+        send_encoded(a, *encode_header({"outputs": outs}), time.monotonic() + 120)
+        reader.join(120)
+        return (time.perf_counter() - t0) / m
+
+
 def judge(claimed_s: float, wall_s: float, rtt_s: float, calls: int, device_type: str,
           cpu_s: float | None = None, overhead_s: float = 0.0, wait_s: float | None = None,
           outside_share: float = 0.0) -> dict[str, Any]:
@@ -340,7 +365,7 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
                claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
                observe: Callable[[], Any] | None,
                holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-               ) -> tuple[dict[str, Any], BurstVerdict | None]:
+               memfd: bool = False) -> tuple[dict[str, Any], BurstVerdict | None]:
     """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``holds``:
     (the device alone, the device shared). The first is held over the pings and the burst itself only:
     its room is made before and the judgement and the checked calls' references after it, each under
@@ -360,8 +385,10 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
         wall = time.perf_counter() - t0
         seen = done() if done is not None else {}
         # On a GPU the harness's host work overlaps the device's when the device is the bottleneck: its
-        # wall time is judged whole (and host-bound calls conclude nothing: judge).
-        overhead = harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu" else 0.0
+        # wall time is judged whole (and host-bound calls conclude nothing: judge), but for the reply's
+        # trip through host memory on the memfd route.
+        overhead = (harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu"
+                    else transport_overhead(cases, calls) if memfd else 0.0)
     with shared():  # the outputs read, the checked calls' references and comparisons: device work, untimed
         return _judged(cases, (timed, bursts, claimed, expect, device_type), (wall, rtt, calls, overhead), seen,
                        reply)
@@ -399,7 +426,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None,
               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-              ) -> tuple[dict[str, Any], BurstVerdict | None]:
+              memfd: bool = False) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
@@ -407,7 +434,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     burst lasts ``GPU_SECOND_BURST_S`` and is judged by NVML's device-busy time where it saw enough.
     ``holds`` (the device gate, alone and shared): alone over each burst's pings and request, nothing
     else; making its room, drawing the edits, judging and the references of the checked calls are
-    untimed work.
+    untimed work. ``memfd``: the worker's replies go through host memory (on a GPU their transport's
+    share of each call is timed and taken off: :func:`transport_overhead`).
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -421,7 +449,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
         with holds[1]():  # fresh inputs and edits, made on the device: untimed work
             bursts.append(draw_burst(cases, calls, attempt))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
-                                     observe, holds)
+                                     observe, holds, memfd)
         attempts.append(result)
         if failure is not None:
             return summary, failure

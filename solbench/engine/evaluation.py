@@ -530,8 +530,9 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
         return _request(slot, header, timeout_s, max_bytes, "the burst", limit)
 
     observe = window.observer.start if window.observer is not None else None
+    memfd = slot.transport_used()["transport"] == "memfd"
     summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe,
-                                 (lambda: slot.access("burst"), lambda: slot.access("burst_untimed")))
+                                 (lambda: slot.access("burst"), lambda: slot.access("burst_untimed")), memfd)
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))

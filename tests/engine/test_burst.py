@@ -280,3 +280,39 @@ def test_on_a_gpu_each_burst_call_is_synchronised_before_its_output_is_kept():
     kept = drive(burst_plan(sets, 4, stage_edits(sets, [], 4), None, lambda: events.append("sync")), call)
     assert events == ["call", "sync"] * 4
     assert all(torch.equal(kept[c], sets[c % 2][0] + 1) for c in range(4))
+
+
+def test_a_gpu_burst_over_memfd_takes_its_replys_trip_through_host_memory_off_each_call(monkeypatch):
+    """On a GPU over the memfd route the burst's outputs come back through host memory inside the
+    parent's clock: that share of each call (timed by the parent moving the same outputs the same way)
+    is taken off, and an honest claim is not judged a reward hack for it, where NVML agrees with the wall
+    time; the same wall time without it is one. The measure itself grows with the outputs' bytes."""
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+    small = burst.transport_overhead(cases, 4)
+    assert small > 0
+    big = _cases(workload=max(cases.problem.workloads, key=lambda w: cases.problem.auto_bytes(
+        cases.problem.resolve_axes(w))).name)
+    assert burst.transport_overhead(big, 4) >= small
+    trip_s, kernel_s = 0.004, 0.001  # per call: the reply's transport, the kernel claimed
+    monkeypatch.setattr(burst, "transport_overhead", lambda c, calls: trip_s)
+    sets = _worker_sets(cases, plan)
+
+    def request(header, timeout_s, max_bytes):
+        if header["op"] != "burst":
+            return {"ok": True}
+        buffers = output_buffers(header["calls"], header["expect"], "cpu")
+        drive(burst_plan(sets, header["calls"], stage_edits(sets, header["edits"], header["calls"]), buffers), _honest)
+        time.sleep(header["calls"] * (trip_s + kernel_s))
+        return {"ok": True, "stacked": buffers, "misfits": []}
+
+    def observe():  # NVML: the device busy only for the kernels
+        began = time.monotonic()
+        return lambda: {"nvml": {"device_util_samples": 20,
+                                 "device_busy_s": (time.monotonic() - began) * kernel_s / (trip_s + kernel_s)}}
+
+    for memfd, passed in ((True, True), (False, False)):
+        summary, verdict = burst.run_burst(request, cases, plan, SAMPLES, {"median_s": kernel_s}, _expect(cases),
+                                           "cuda", time.monotonic() + 60, observe, memfd=memfd)
+        assert (verdict is None) == passed, (memfd, summary)
+        assert summary["attempts"][0]["overhead_s"] == (trip_s if memfd else 0.0)
