@@ -80,6 +80,9 @@ VERIFY_B="env baselines_resume"
 VERIFY_C="env profile_throughput fidelity fidelity_sets pool_check"
 VERIFY_D="env lib_smallest fidelity_sets eager_resume"  # issue 29's records first: LIB_SMALL_TIMEOUT, EAGER_TIMEOUT
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
+# The fifth session's last call (~9 min): the profile pairs, the corpus's process and burst exploits after the
+# cgroup read and the memfd burst change (ADV_K), then the eager extremes resumed (decoder_layer's fix first).
+FINAL_B="env profile_throughput adversarial_gpu eager_resume"  # PROFILE_BOX=150 PROFILE_TIMEOUT=185 ADV_TIMEOUT=100 EAGER_TIMEOUT=230
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -89,6 +92,7 @@ for s in "$@"; do
     verify_c) STEPS+=($VERIFY_C) ;;
     verify_d) STEPS+=($VERIFY_D) ;;
     final_a) STEPS+=($FINAL_A) ;;
+    final_b) STEPS+=($FINAL_B) ;;
     *) STEPS+=("$s") ;;
   esac
 done
