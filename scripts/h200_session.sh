@@ -80,9 +80,9 @@ VERIFY_B="env baselines_resume"
 VERIFY_C="env profile_throughput fidelity fidelity_sets pool_check"
 VERIFY_D="env lib_smallest fidelity_sets eager_resume"  # issue 29's records first: LIB_SMALL_TIMEOUT, EAGER_TIMEOUT
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
-# The fifth session's last call (~9 min): the profile pairs, the corpus's process and burst exploits after the
-# cgroup read and the memfd burst change (ADV_K), then the eager extremes resumed (decoder_layer's fix first).
-FINAL_B="env profile_throughput adversarial_gpu eager_resume"  # PROFILE_BOX=150 PROFILE_TIMEOUT=185 ADV_TIMEOUT=100 EAGER_TIMEOUT=230
+# The fifth session's last call (~8.5 min): the profile pairs, the library's pace after the parent's /proc scans,
+# comparisons and memory admission changed, then the eager extremes resumed (decoder_layer's fix among them).
+FINAL_B="env profile_throughput throughput eager_resume"  # PROFILE_BOX=140 PROFILE_TIMEOUT=175 LIB_TIMEOUT=160 THROUGHPUT_ARGS='--time-box 100' EAGER_TIMEOUT=170
 STEPS=()
 for s in "$@"; do
   case $s in
