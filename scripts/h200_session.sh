@@ -145,7 +145,8 @@ for s in "${STEPS[@]}"; do
         --smallest --budget 0.2 --timeout 60 --resume ;;
     eager_resume)
       # issue 29: every shipped torch_eager at its problem's smallest and largest workload, not yet PASSED in the day's file
-      step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+      # EAGER_FILE: resume another day's file (default: today's)
+      step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "${EAGER_FILE:-results/h200/eager_lib_$STAMP.jsonl}" \
         --include 'torch_eager*' --extremes --budget 0.2 --timeout 60 --resume ;;
     baselines_resume)
       # issue 29: every shipped torch_eager and library baseline at each problem's smallest and largest

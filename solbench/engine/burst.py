@@ -123,16 +123,26 @@ def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
     return max(1, min(max(MIN_CALLS, want), MAX_CALLS, room))
 
 
-def draw_burst(cases: WorkloadCases, calls: int, attempt: int) -> BurstPlan:
-    """One edit before every call, of an input drawn per call, with values of a case drawn for this burst."""
+def burst_inputs(cases: WorkloadCases, attempt: int) -> dict[str, Any] | None:
+    """The case a burst's edit values are drawn from (the problem's generator may run in its host: device
+    work, made before the burst's window), or None when no input can be edited."""
+    if not editable_inputs(cases):
+        return None
+    return make_inputs(cases.problem, cases.axes, derive_seed(cases.verify_seed, "burst", attempt), device=cases.device,
+                       generator_fn=cases.generator, scalars=cases.problem.scalars_for(cases.workload))
+
+
+def draw_burst(cases: WorkloadCases, calls: int, attempt: int, fresh: dict[str, Any] | None = None) -> BurstPlan:
+    """One edit before every call, of an input drawn per call, with values of a case drawn for this burst
+    (``fresh``: that case made already by :func:`burst_inputs`)."""
     import torch
 
     names = editable_inputs(cases)
     if not names:
         return BurstPlan(calls, attempt, {})
     seed = derive_seed(cases.verify_seed, "burst", attempt)
-    fresh = make_inputs(cases.problem, cases.axes, seed, device=cases.device, generator_fn=cases.generator,
-                        scalars=cases.problem.scalars_for(cases.workload))
+    fresh = burst_inputs(cases, attempt) if fresh is None else fresh
+    assert fresh is not None
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(derive_seed(seed, "indices"))
     which = [rng.randrange(len(names)) for _ in range(calls)]
@@ -365,18 +375,22 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
                claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
                observe: Callable[[], Any] | None,
                holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-               memfd: bool = False) -> tuple[dict[str, Any], BurstVerdict | None]:
+               memfd: bool = False, release: Callable[[], None] | None = None,
+               ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``holds``:
     (the device alone, the device shared). The first is held over the pings and the burst itself only:
     its room is made before and the judgement and the checked calls' references after it, each under
-    the second (device work, untimed)."""
+    the second (device work, untimed). ``release``: the caller holds the device alone already (its
+    timing's window): the room and the burst are made in it, then ``release`` lets it go before the
+    judgement."""
     calls, out_bytes = bursts[-1].calls, output_bytes(cases)
     header = burst_request(cases, bursts[-1], expect)
     alone, shared = holds
-    with shared():
+    before, during = (nullcontext, nullcontext) if release is not None else (shared, alone)
+    with before():
         left = max(deadline - time.monotonic(), 0.001)
         request({"op": "burst_prepare", "calls": calls, "expect": expect, "edit_bytes": edit_bytes(header)}, left, 0)
-    with alone():
+    with during():
         left = max(deadline - time.monotonic(), 0.001)
         rtt = ping(request, left)
         done = observe() if observe is not None else None
@@ -389,6 +403,8 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
         # trip through host memory on the memfd route.
         overhead = (harness_overhead(cases, bursts[-1], expect, device_type) if device_type == "cpu"
                     else transport_overhead(cases, calls) if memfd else 0.0)
+    if release is not None:
+        release()
     with shared():  # the outputs read, the checked calls' references and comparisons: device work, untimed
         return _judged(cases, (timed, bursts, claimed, expect, device_type), (wall, rtt, calls, overhead), seen,
                        reply)
@@ -426,7 +442,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None,
               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-              memfd: bool = False) -> tuple[dict[str, Any], BurstVerdict | None]:
+              memfd: bool = False, release: Callable[[], None] | None = None, first: dict[str, Any] | None = None,
+              ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
@@ -435,7 +452,11 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     ``holds`` (the device gate, alone and shared): alone over each burst's pings and request, nothing
     else; making its room, drawing the edits, judging and the references of the checked calls are
     untimed work. ``memfd``: the worker's replies go through host memory (on a GPU their transport's
-    share of each call is timed and taken off: :func:`transport_overhead`).
+    share of each call is timed and taken off: :func:`transport_overhead`). ``release``: the caller
+    still holds the device alone from its timing: the first burst is drawn, made room for and run in
+    that window (no second drain of the untimed work in flight, which every other lane waited through),
+    and ``release`` lets it go before the judgement; a second burst waits for a window of its own.
+    ``first``: the first burst's case, made by the caller before the window (:func:`burst_inputs`).
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -446,10 +467,11 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     for attempt in range(ATTEMPTS):
         if attempts and device_type == "cuda":
             calls = _second_calls(attempts[-1], out_bytes, deadline)
-        with holds[1]():  # fresh inputs and edits, made on the device: untimed work
-            bursts.append(draw_burst(cases, calls, attempt))
+        in_window = release is not None and attempt == 0
+        with nullcontext() if in_window else holds[1]():  # fresh inputs and edits, made on the device: untimed
+            bursts.append(draw_burst(cases, calls, attempt, first if attempt == 0 else None))
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
-                                     observe, holds, memfd)
+                                     observe, holds, memfd, release if in_window else None)
         attempts.append(result)
         if failure is not None:
             return summary, failure

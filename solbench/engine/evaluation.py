@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from solbench.data import Status, Timing, make_inputs
-from solbench.engine.burst import run_burst
+from solbench.engine.burst import burst_inputs, run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.gate import DeviceGate
@@ -382,14 +382,18 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = ctx.clock()
         phase = "timing"
         config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
-        with slot.access("draw"):  # the refresh set's inputs and references (the host's device work)
+        with slot.access("draw"):  # the refresh set's inputs and references, the first burst's case (device work)
             plan = draw_plan(cases, ctx.timing_config.min_samples)
+            first_burst = burst_inputs(cases, 0)
         header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
                   "config": config, "verify": request(plan, cases)}
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
-        # The timing, then the burst (clocked by the parent): each request timed holds the device alone,
-        # the work around them (drawing the burst's edits, judging, references of its checked calls) not.
-        with slot.access("time"):
+        # The timing, then the burst (clocked by the parent), in one window alone: the first burst is drawn
+        # and run before the window is let go (a window of its own waited for every untimed hold in flight
+        # to end, and every other lane waited meanwhile: H200, 2026-12-02, 0.9 s a record from the timing's
+        # end to the burst's start); judging it and the references of its checked calls are shared work.
+        with ExitStack() as alone:
+            alone.enter_context(slot.access("time"))
             with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
                 try:
                     reply = _request(slot, header, max(deadline - ctx.clock(), 0.001),
@@ -397,14 +401,14 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                 finally:
                     sampler.stop()
                     ctx.telemetry.update(sampler.result())
-        ctx.harness["timing_request_s"] = ctx.clock() - clock
-        clock = ctx.clock()
-        _add_findings(findings, _findings(reply) + processes_left(slot))
-        timing = _valid_timing(reply.get("timing"))
-        phase = "burst"
-        # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
-        _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect), deadline + ctx.ledger.waited,
-               correctness)
+            ctx.harness["timing_request_s"] = ctx.clock() - clock
+            clock = ctx.clock()
+            _add_findings(findings, _findings(reply) + processes_left(slot))
+            timing = _valid_timing(reply.get("timing"))
+            phase = "burst"
+            # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
+            _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect, first_burst),
+                   deadline + ctx.ledger.waited, correctness, alone.close)
         _add_findings(findings, window.findings())
         ctx.harness["burst_s"] = ctx.clock() - clock
         if ctx.after_timed is not None:
@@ -521,9 +525,10 @@ class _Window:
 
 
 def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: tuple[Any, ...], deadline: float,
-           correctness: dict[str, Any]) -> None:
-    """The parent-clocked burst (:mod:`solbench.engine.burst`); its summary goes into ``correctness``."""
-    plan, samples, timing, expect = timed
+           correctness: dict[str, Any], release: Callable[[], None]) -> None:
+    """The parent-clocked burst (:mod:`solbench.engine.burst`); its summary goes into ``correctness``.
+    ``release`` lets go of the window alone the caller holds (its timing's), in which the first burst runs."""
+    plan, samples, timing, expect, first = timed
     limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
 
     def request(header: dict[str, Any], timeout_s: float, max_bytes: int) -> dict[str, Any]:
@@ -532,7 +537,8 @@ def _burst(slot: CandidateSlot, ctx: EvaluationContext, window: _Window, timed: 
     observe = window.observer.start if window.observer is not None else None
     memfd = slot.transport_used()["transport"] == "memfd"
     summary, verdict = run_burst(request, ctx.cases, plan, samples, timing, expect, ctx.device_type, deadline, observe,
-                                 (lambda: slot.access("burst"), lambda: slot.access("burst_untimed")), memfd)
+                                 (lambda: slot.access("burst"), lambda: slot.access("burst_untimed")), memfd, release,
+                                 first)
     correctness["burst"] = summary
     if verdict is not None:
         raise _Stop(Evaluation(verdict.status, verdict.reason, "burst"))

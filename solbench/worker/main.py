@@ -508,7 +508,7 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
     import time
 
     from solbench.worker.devwire import WorkerPool
-    from solbench.worker.wire import recv_message, send_message
+    from solbench.worker.wire import SharedFileError, recv_message, send_message
 
     pool = worker.pool = WorkerPool()
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}, "at": time.monotonic()})
@@ -533,7 +533,11 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
                 encoded = pool.encode(handler(msg))
             except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
                 encoded = pool.encode(_failure(err))
-        pool.send(sock, encoded)
+        try:
+            pool.send(sock, encoded)
+        except SharedFileError as err:  # nothing of the reply was sent: say why instead of dying
+            pool.send(sock, pool.encode({"ok": False, "kind": "runtime",
+                                         "message": f"the worker could not send its reply by memfd: {err.strerror}"}))
         if op == "burst":  # its output rows (up to 4 GiB) go back to the device, not to this cache
             del encoded
             worker.burst_buffers = None

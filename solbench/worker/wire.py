@@ -58,6 +58,11 @@ class WireClosed(WireError):
     """The other side closed the connection (it exited or was killed)."""
 
 
+class SharedFileError(OSError):
+    """A message's shared-memory file could not be made or filled (its size past the sender's file-size
+    limit, no memory): raised before anything of the message is sent, so the channel is intact."""
+
+
 class ProtocolError(WireError):
     """The other side sent something that is not a valid message."""
 
@@ -342,7 +347,11 @@ def send_encoded(sock: socket.socket, raw: bytes, tensors: list[Any], deadline: 
     if fd is not None:
         _sendall(sock, _LEN.pack(len(raw)) + raw, deadline, fd)
         return
-    fd = _shm_write(tensors)
+    try:
+        fd = _shm_write(tensors)
+    except OSError as err:
+        raise SharedFileError(err.errno, f"a {sum(_nbytes(t) for t in tensors)}-byte message's shared file: "
+                                         f"{err.strerror or err}") from None
     try:
         _sendall(sock, _LEN.pack(len(raw)) + raw, deadline, fd)
     finally:

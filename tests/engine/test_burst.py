@@ -316,3 +316,48 @@ def test_a_gpu_burst_over_memfd_takes_its_replys_trip_through_host_memory_off_ea
                                            "cuda", time.monotonic() + 60, observe, memfd=memfd)
         assert (verdict is None) == passed, (memfd, summary)
         assert summary["attempts"][0]["overhead_s"] == (trip_s if memfd else 0.0)
+
+
+def test_the_first_burst_runs_in_the_timings_window_and_lets_it_go_before_its_judgement():
+    """With ``release`` (the caller still holds its timing's window alone) the first burst's room and
+    request are made inside that window with the case made before it (``first``), nothing waits for a
+    second window, and the window is let go before the judgement (shared work); a second burst draws,
+    makes its room and is judged under the shared hold and runs in a window of its own."""
+    from contextlib import contextmanager
+
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+    sets = _worker_sets(cases, plan)
+    events: list[str] = []
+
+    def hold(name):
+        @contextmanager
+        def held():
+            events.append(f"{name}+")
+            yield
+            events.append(f"{name}-")
+        return held
+
+    def request(header, timeout_s, max_bytes):
+        events.append(header["op"])
+        if header["op"] != "burst":
+            return {"ok": True}
+        buffers = output_buffers(header["calls"], header["expect"], "cpu")
+        drive(burst_plan(sets, header["calls"], stage_edits(sets, header["edits"], header["calls"]), buffers), _honest)
+        time.sleep(0.03)  # a forged claim below: the first burst fails its ratio, a second one runs
+        return {"ok": True, "stacked": buffers, "misfits": []}
+
+    first = burst.burst_inputs(cases, 0)
+    summary, _ = burst.run_burst(request, cases, plan, SAMPLES, {"median_s": 1e-9}, _expect(cases), "cpu",
+                                 time.monotonic() + 60, None, (hold("alone"), hold("shared")),
+                                 release=lambda: events.append("release"), first=first)
+    assert len(summary["attempts"]) == 2, summary
+    one = events[:events.index("shared-") + 1]
+    assert one == ["burst_prepare", "ping", "ping", "ping", "ping", "ping", "burst", "release", "shared+", "shared-"], one
+    two = events[len(one):]
+    assert two[:3] == ["shared+", "shared-", "shared+"] and two[3] == "burst_prepare", two  # draw, then the room
+    assert two[two.index("alone+") + 1:two.index("alone-")] == ["ping"] * 5 + ["burst"], two
+    assert events.count("release") == 1
+    again = burst.draw_burst(cases, summary["attempts"][0]["calls"], 0)  # the case made before: the same edits
+    drawn = burst.draw_burst(cases, summary["attempts"][0]["calls"], 0, first)
+    assert all(torch.equal(a, b) for n in again.edits for a, b in zip(again.edits[n], drawn.edits[n], strict=True))

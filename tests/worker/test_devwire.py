@@ -289,3 +289,49 @@ def test_a_device_pool_short_of_memory_is_retried_within_an_attempt_and_memfd_ou
                 client._send({"op": "ping", "n": 1}, time.monotonic() + 5)
             assert client.transport == "memfd" and text in client.transport_note
             assert recv_message(b, time.monotonic() + 5) == {"op": "ping", "n": 1}
+
+
+def test_a_reply_whose_shared_file_cannot_be_made_is_a_failure_reply_not_a_dead_worker(monkeypatch):
+    """The memfd route's file past the worker's file-size limit (EFBIG: an H200 timing reply of 8+ GiB
+    after the device pool could not be made) raises before anything is sent; the worker answers that
+    request with a failure that says why, and serves the next one."""
+    import errno
+    import threading
+
+    import torch
+
+    import solbench.timing as timing
+    from solbench.worker import wire
+    from solbench.worker.main import Worker, serve
+    from solbench.worker.wire import send_message
+
+    real = wire._shm_write
+    calls = {"n": 0}
+
+    def too_large_once(tensors):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.EFBIG, "File too large")
+        return real(tensors)
+
+    monkeypatch.setattr(wire, "_shm_write", too_large_once)
+    worker = Worker(timing, None)
+    worker.run = lambda x: x.repeat(64, 1)  # 2 MiB of output: the reply goes by a shared file
+    a, b = socket.socketpair()
+    server = threading.Thread(target=serve, args=(b, worker), daemon=True)
+    server.start()
+    with a, b:
+        deadline = time.monotonic() + 30
+        assert recv_message(a, deadline)["op"] == "hello"
+        x = torch.randn(128, 64)
+        header = {"op": "call", "inputs": [x], "expect": [{"shape": [8192, 64], "dtype": "float32"}]}
+        send_message(a, header, deadline)
+        reply = recv_message(a, deadline, 1 << 30)
+        assert reply["ok"] is False and "could not send its reply by memfd" in reply["message"]
+        assert "2097152-byte message's shared file: File too large" in reply["message"]
+        send_message(a, header, deadline)
+        reply = recv_message(a, deadline, 1 << 30)
+        assert reply["ok"] is True and torch.equal(reply["outputs"][0]["data"], x.repeat(64, 1))
+        send_message(a, {"op": "exit"}, deadline)
+        server.join(10)
+    assert not server.is_alive()
