@@ -304,11 +304,13 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on, monkeyp
         + [("tiny.row_write", "s8", "row_write_inplace", "PASSED"),
            ("tiny.row_write", "s8", "row_write_copy", "INCORRECT")])  # it leaves its input as it was
     windows = [i for i in runner.gate.intervals if i.exclusive]
-    assert {w.kind for w in windows} == {"time", "burst"} and all(w.pid is not None for w in windows)
+    assert "time" in {w.kind for w in windows} <= {"time", "burst"} and all(w.pid is not None for w in windows)
     timed = [w for w in windows if w.kind == "time"]
-    assert len(timed) == 5  # one per record that passed its rounds; each burst attempt holds one of its own
-    by_owner = {w.owner for w in windows if w.kind == "burst"}
-    assert by_owner == {w.owner for w in timed}
+    assert len(timed) == 5  # one per record that passed its rounds, its first burst inside it
+    # Only a second burst attempt holds a window of its own, after its timing's.
+    again = {f"{r.problem}/{r.workload}/{r.solution}" for r in records
+             if len((r.correctness.get("burst") or {}).get("attempts", [])) > 1}
+    assert {w.owner for w in windows if w.kind == "burst"} == again
     assert all(b.start >= t.end for t in timed for b in windows if b.kind == "burst" and b.owner == t.owner)
     intervals = runner.gate.intervals
     assert _concurrent([i for i in intervals if not i.exclusive])  # the lanes really ran side by side
