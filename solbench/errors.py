@@ -18,6 +18,13 @@ class ExpressionError(SolbenchError):
     """An expression in a problem file is not allowed or cannot be evaluated."""
 
 
+def says_out_of_memory(text: str) -> bool:
+    """Whether an error's text is an allocation failure: torch's ("CUDA out of memory"), the CUDA driver's
+    (``CUDA_ERROR_OUT_OF_MEMORY``) or the CPU allocator's ("can't allocate memory")."""
+    lower = text.lower()
+    return "out of memory" in lower or "out_of_memory" in lower or "can't allocate memory" in lower
+
+
 class ProblemError(SolbenchError):
     """A problem file is invalid. ``errors`` holds one line per problem found."""
 

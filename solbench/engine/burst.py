@@ -304,11 +304,10 @@ def transport_overhead(cases: WorkloadCases, calls: int) -> float:
 
     m = max(1, min(calls, TRANSPORT_CALLS))
     outs = [t for t in cases.sets[0].expected.values() if hasattr(t, "numel")] * m
-    got: list[Any] = []
     a, b = socket.socketpair()
     with a, b:
         t0 = time.perf_counter()
-        reader = threading.Thread(target=lambda: got.append(recv_message(b, time.monotonic() + 120)), daemon=True)
+        reader = threading.Thread(target=lambda: recv_message(b, time.monotonic() + 120), daemon=True)
         reader.start()  # frames under the memfd threshold go through the socket: read them meanwhile
         send_encoded(a, *encode_header({"outputs": outs}), time.monotonic() + 120)
         reader.join(120)

@@ -17,7 +17,7 @@ from typing import Any
 
 from solbench.data import Problem, Tolerance, Workload, make_inputs
 from solbench.engine.problem_host import HostedReference
-from solbench.errors import DeviceMemoryShort, ProblemError
+from solbench.errors import DeviceMemoryShort, ProblemError, says_out_of_memory
 from solbench.settings import MAX_FLUSHED_TIMING_SETS
 
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
@@ -214,8 +214,7 @@ def check_fits(problem: Problem, workload: Workload, axes: dict[str, int], round
 
 def _out_of_memory(err: BaseException) -> bool:
     """An allocation failure (torch.OutOfMemoryError is a RuntimeError; the CPU allocator raises a plain one)."""
-    text = str(err)
-    return isinstance(err, MemoryError) or "out of memory" in text.lower() or "can't allocate memory" in text
+    return isinstance(err, MemoryError) or says_out_of_memory(str(err))
 
 
 def message_bytes(cases: list[Case]) -> int:

@@ -62,7 +62,7 @@ from solbench.engine.pipeline import (
 from solbench.engine.problem_host import HostPool, ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
 from solbench.engine.work import timed_point
-from solbench.errors import DeviceMemoryShort, ProblemError
+from solbench.errors import DeviceMemoryShort, ProblemError, says_out_of_memory
 from solbench.guards import make_undumpable, resolve_account, review
 from solbench.settings import WINDOW_STOP_WAIT_S
 from solbench.worker import (
@@ -312,7 +312,7 @@ class Runner:
                                                   lambda: self._make_cases(problem, workload, ledger))
                 record = self._run_one(slot, cases, roof)
         except (ProblemError, RuntimeError, MemoryError) as err:
-            if alone or not (isinstance(err, DeviceMemoryShort) or _out_of_memory(str(err))):
+            if alone or not (isinstance(err, DeviceMemoryShort) or says_out_of_memory(str(err))):
                 raise
             slot.retire()
             reasons.append(str(err))
@@ -321,7 +321,7 @@ class Runner:
             self.memory.release(held)
             with ledger.phase("verdict_s"):
                 self._free_device_memory(slot.owner, ledger)
-        if not alone and record.status != Status.PASSED and _out_of_memory(record.reason or ""):
+        if not alone and record.status != Status.PASSED and says_out_of_memory(record.reason or ""):
             slot.retire()
             reasons.append(record.reason or "")
             return None
@@ -527,10 +527,6 @@ def lanes_of(plan: list[PlanItem]) -> list[Lane]:
 def _cases_bytes(value: tuple[WorkloadCases, RooflinePoint]) -> int:
     """The parent's bytes of a workload's inputs and reference outputs (rounds and timing sets)."""
     return sum(c.tensor_bytes() for c in [*value[0].rounds, *value[0].sets])
-
-
-def _out_of_memory(text: str) -> bool:
-    return "out of memory" in text.lower()
 
 
 def _wait_stopped(pid: int, deadline: float) -> None:

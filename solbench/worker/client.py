@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from solbench.errors import DeviceMemoryShort, SolbenchError
+from solbench.errors import DeviceMemoryShort, SolbenchError, says_out_of_memory
 from solbench.settings import WORKER_ACCEPT_POLL_S, WORKER_EXIT_GRACE_S
 from solbench.worker import jitcache
 from solbench.worker.cleanup import (
@@ -118,10 +118,6 @@ def memory_retried(retried: bool = True) -> Iterator[None]:
         yield
     finally:
         _ATTEMPT.retried = before
-
-
-def _short_of_memory(text: str) -> bool:
-    return "out of memory" in text.lower() or "OUT_OF_MEMORY" in text
 
 
 _URL_WITH_PASSWORD = re.compile(r"://[^/\s:@]*:[^/\s@]*@")
@@ -357,7 +353,7 @@ class WorkerClient:
                     self.pool = ParentPool(device_index(self.device), shrink=self.shrink_pool)
                 return self.pool.send(self.sock, header, deadline)
             except DeviceShareError as err:  # raised before anything is sent
-                if getattr(_ATTEMPT, "retried", False) and _short_of_memory(str(err)):
+                if getattr(_ATTEMPT, "retried", False) and says_out_of_memory(str(err)):
                     raise DeviceMemoryShort([f"the device pool for a request to {self.entry}: {err}"]) from None
                 self._fall_back(f"the parent could not share device memory: {err}")
         send_encoded(self.sock, *encode_header(header), deadline, arena=self.arena)
