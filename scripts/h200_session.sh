@@ -7,6 +7,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/solbench_out}
 mkdir -p "$OUT"
+# results go to a folder per GPU: the H200 or, when an H100 is lent instead, results/h100/
+RES=results/h200
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H100 && RES=results/h100
+mkdir -p "$RES"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
@@ -25,7 +29,7 @@ step() {
   local rc=$?
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
   # packed after every step: a call cut off by its limit still brings back what finished
-  tar czf "$OUT/results.tgz" results/h200 2>/dev/null
+  tar czf "$OUT/results.tgz" $RES 2>/dev/null
 }
 
 # While a long step runs: where its records file stops growing for STALL_S seconds (STALL_FIRST_S
@@ -55,7 +59,7 @@ stall_watch() {
 # then only the one holding the GIL), the device's busy share each second (nvidia-smi dmon) and the
 # host's cores (top), under results/h200/diag_STAMP/ (packed with the results).
 load_watch() {
-  local dir=results/h200/diag_$STAMP spy pid
+  local dir=$RES/diag_$STAMP spy pid
   mkdir -p "$dir"
   spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
   timeout ${LOAD_WATCH_S:-400} nvidia-smi dmon -s u -d 1 > "$dir/dmon.txt" 2>&1 &
@@ -103,11 +107,11 @@ for s in "${STEPS[@]}"; do
       # issue 27: the parent-clocked burst's precision (claimed median / parent's time per call, wall and NVML)
       # on 5 problems, honest shipped candidates, every workload (time-boxed)
       step evidence timeout ${EVIDENCE_TIMEOUT:-240} python3 benchmarks/burst_precision.py \
-        --out "results/h200/burst_precision_$STAMP.json" ;;
+        --out "$RES/burst_precision_$STAMP.json" ;;
     eager_lib)
       # issues 29 and 27: every shipped torch_eager and library baseline at each problem's smallest and
       # largest workload (the burst on the device route included), time-boxed, records as they finish
-      step eager_lib timeout ${LIB_TIMEOUT:-230} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+      step eager_lib timeout ${LIB_TIMEOUT:-230} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 ${LIB_ARGS:-} ;;
     diag)
       # where a run hangs on the GPU: stacks of every Python process (py-spy) while two runs go
@@ -118,45 +122,45 @@ for s in "${STEPS[@]}"; do
     profile_throughput)
       # issue 26: solbench profile per (problem, candidate), >= 20 problems, the next pair prepared meanwhile
       step profile_throughput timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/profile_throughput.py \
-        -o results/h200/profile_throughput.json --problems 26 --time-box ${PROFILE_BOX:-200} ;;
+        -o $RES/profile_throughput.json --problems 26 --time-box ${PROFILE_BOX:-200} ;;
     serve)
       # issue 31: 20 submissions queued at once through `solbench submit --wait` (SQLite), wall and records/min
-      step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "results/h200/serve_$STAMP.json" \
+      step serve timeout ${SERVE_TIMEOUT:-200} python3 scripts/serve_throughput.py -o "$RES/serve_$STAMP.json" \
         -n 20 --device cuda --budget 0.2 --timeout ${SERVE_WAIT:-150} ;;
     pool_check)
       # the burst's room made by its untimed prepare: honest SDPA baselines whose burst outgrew the device
       # pool inside the parent's clock (REWARD_HACK at 21-68 ms a call on 2026-12-02, call 5)
       J=problems/flux1_dev/joint_attention/solutions
       step pool_check timeout ${POOL_TIMEOUT:-80} python3 -m solbench run flux1_dev.joint_attention -s $J/lib_torch_sdpa_flash.py \
-        -s $J/lib_torch_sdpa_cudnn.py -s $J/torch_eager.py --workload 512px_b1 --budget 0.2 -q -o "results/h200/pool_check_$STAMP.jsonl" ;;
+        -s $J/lib_torch_sdpa_cudnn.py -s $J/torch_eager.py --workload 512px_b1 --budget 0.2 -q -o "$RES/pool_check_$STAMP.jsonl" ;;
     host_check)
       # issue 27: problem code in the sandboxed host on CUDA (a cost-hook problem) and its overhead per case
       step host_check timeout ${HOST_TIMEOUT:-120} python3 -m solbench run llama3_1_8b.paged_attention_decode \
         -s problems/llama3_1_8b/paged_attention_decode/solutions/torch_eager.py --budget 0.2 -q \
-        -o "results/h200/host_check_$STAMP.jsonl" ;;
+        -o "$RES/host_check_$STAMP.jsonl" ;;
     lib_smallest)
       # issue 29: every library baseline not yet PASSED in the day's file, at its problem's smallest workload
-      step lib_smallest timeout ${LIB_SMALL_TIMEOUT:-230} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+      step lib_smallest timeout ${LIB_SMALL_TIMEOUT:-230} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'lib_*' --smallest --budget 0.2 --timeout 60 --resume ;;
     prefill_recheck)
       # the attention prefill candidates made contiguous for SDPA (the edge round "strided" on 2026-12-02, call 9)
-      step prefill_recheck timeout ${PREFILL_TIMEOUT:-90} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+      step prefill_recheck timeout ${PREFILL_TIMEOUT:-90} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --only 'llama3_1_8b.attention_prefill' 'qwen3_30b_a3b.attention_prefill' --include 'torch_eager*' 'lib_*' \
         --smallest --budget 0.2 --timeout 60 --resume ;;
     eager_resume)
       # issue 29: every shipped torch_eager at its problem's smallest and largest workload, not yet PASSED in the day's file
       # EAGER_FILE: resume another day's file (default: today's)
-      step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "${EAGER_FILE:-results/h200/eager_lib_$STAMP.jsonl}" \
+      step eager_resume timeout ${EAGER_TIMEOUT:-320} python3 scripts/run_library.py -o "${EAGER_FILE:-$RES/eager_lib_$STAMP.jsonl}" \
         --include 'torch_eager*' --extremes --budget 0.2 --timeout 60 --resume ;;
     baselines_resume)
       # issue 29: every shipped torch_eager and library baseline at each problem's smallest and largest
       # workload, appended to the day's file, skipping what it already holds
-      step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "results/h200/eager_lib_$STAMP.jsonl" \
+      step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
     baselines)
       # issue 29: every library baseline (lib_*.py: PyTorch's SDPA backends, flex_attention, _grouped_mm,
       # _scaled_mm; Liger where carried) at each problem's smallest and largest workload
-      step baselines timeout ${BASELINES_TIMEOUT:-150} python3 scripts/run_library.py -o "results/h200/baselines_$STAMP.jsonl" \
+      step baselines timeout ${BASELINES_TIMEOUT:-150} python3 scripts/run_library.py -o "$RES/baselines_$STAMP.jsonl" \
         --include 'lib_*' --extremes --budget 0.2 --timeout 60 ;;
     env)
       step env bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv;
@@ -175,10 +179,10 @@ for s in "${STEPS[@]}"; do
       S=$P/attn_o_proj_residual/solutions
       step show_o_proj timeout ${SHOW_TIMEOUT:-200} python3 -m solbench run llama3_1_8b.attn_o_proj_residual \
         -s $S/torch_eager.py -s $S/torch_compile.py -s $S/triton_gemm_residual.py -s $S/triton_tma_gemm_residual.py \
-        --workload decode_b16 --workload prefill_b4_s2048 --workload prefill_b2_s8192 -o "results/h200/show_$STAMP.jsonl"
+        --workload decode_b16 --workload prefill_b4_s2048 --workload prefill_b2_s8192 -o "$RES/show_$STAMP.jsonl"
       step show_rmsnorm timeout ${SHOW_TIMEOUT:-200} python3 -m solbench run llama3_1_8b.rmsnorm \
         -s $P/rmsnorm/solutions/torch_eager.py -s $P/rmsnorm/solutions/triton_rmsnorm.py -s tests/candidates/gpu_cupy_rmsnorm.py \
-        -o "results/h200/show_$STAMP.jsonl" ;;
+        -o "$RES/show_$STAMP.jsonl" ;;
     gpu_tests)
       step gpu_tests timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider -rs tests/guards tests/timing tests/worker
       step gpu_cli timeout ${GPU_TESTS_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rs tests/cli/test_run_command.py -k gpu ;;
@@ -192,7 +196,7 @@ for s in "${STEPS[@]}"; do
     adversarial_gpu)
       step adversarial_gpu env SOLBENCH_ADVERSARIAL_DEVICE=cuda SOLBENCH_SLOW=1 timeout ${ADV_TIMEOUT:-300} \
         python3 -m pytest -q -p no:cacheprovider -rA -m "slow or not slow" tests/adversarial ${ADV_K:+-k "$ADV_K"}
-      cp "$OUT/adversarial_gpu.log" "results/h200/adversarial_gpu_$STAMP.log" ;;
+      cp "$OUT/adversarial_gpu.log" "$RES/adversarial_gpu_$STAMP.log" ;;
     ncu_probe)
       # raw Nsight Compute outputs for the profile parser's CPU tests (tests/fixtures/ncu/)
       mkdir -p "$OUT/ncu"
@@ -204,40 +208,40 @@ for s in "${STEPS[@]}"; do
         timeout 120 ncu --clock-control none --target-processes all --nvtx --nvtx-include "rmsnorm_eager/" --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,l1tex__t_bytes.sum --csv --page raw python3 scripts/ncu_probe_target.py > "$OUT/ncu/nvtx_filtered_raw.csv" 2>&1; echo "nvtx rc=$?";
         ls -la "$OUT/ncu"; head -c 600 "$OUT/ncu/probe_raw.csv"' ;;
     timing_probe)
-      step timing_probe timeout ${PROBE_TIMEOUT:-150} python3 benchmarks/timing_cost_probe.py --out "results/h200/timing_cost_probe_$STAMP.txt"
+      step timing_probe timeout ${PROBE_TIMEOUT:-150} python3 benchmarks/timing_cost_probe.py --out "$RES/timing_cost_probe_$STAMP.txt"
       step parent_profile timeout ${PROBE_TIMEOUT:-150} python3 -m cProfile -o "$OUT/parent.prof" -m solbench run llama3_1_8b.rmsnorm \
         -s problems/llama3_1_8b/rmsnorm/solutions/torch_eager.py --workload decode_b1 --workload decode_b16 --workload prefill_b1_s2048 -o "$OUT/parent_probe.jsonl"
-      python3 -c "import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats(\"cumulative\").print_stats(45)" "$OUT/parent.prof" > "results/h200/parent_profile_$STAMP.txt" 2>&1
-      python3 -c "import json,sys; [print(r[\"workload\"], r[\"status\"], json.dumps(r.get(\"harness\"))) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/parent_probe.jsonl" | tee -a "results/h200/parent_profile_$STAMP.txt" ;;
+      python3 -c "import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats(\"cumulative\").print_stats(45)" "$OUT/parent.prof" > "$RES/parent_profile_$STAMP.txt" 2>&1
+      python3 -c "import json,sys; [print(r[\"workload\"], r[\"status\"], json.dumps(r.get(\"harness\"))) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/parent_probe.jsonl" | tee -a "$RES/parent_profile_$STAMP.txt" ;;
     landlock_probe)
       step landlock_probe timeout 200 python3 scripts/landlock_cuda_probe.py ;;
     run_seed)
-      step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "results/h200/seed_$STAMP.jsonl" ;;
+      step run_seed sb run llama3_1_8b.attn_o_proj_residual llama3_1_8b.rmsnorm -o "$RES/seed_$STAMP.jsonl" ;;
     run_library)
       # eager + Triton for every problem, time-boxed (records are written as they finish)
-      step run_library timeout ${LIB_TIMEOUT:-420} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --first 'llama3_1_8b.*' --timeout 60 ${LIB_ARGS:-} ;;
+      step run_library timeout ${LIB_TIMEOUT:-420} python3 scripts/run_library.py -o "$RES/library_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --first 'llama3_1_8b.*' --timeout 60 ${LIB_ARGS:-} ;;
     run_compile)
-      step run_compile timeout ${COMPILE_TIMEOUT:-240} python3 scripts/run_library.py -o "results/h200/library_$STAMP.jsonl" --include 'torch_compile*' --only 'llama3_1_8b.*' ;;
+      step run_compile timeout ${COMPILE_TIMEOUT:-240} python3 scripts/run_library.py -o "$RES/library_$STAMP.jsonl" --include 'torch_compile*' --only 'llama3_1_8b.*' ;;
     calibrate)
       mkdir -p hardware_specs/measured
       step calibrate sb calibrate -o hardware_specs/measured/h200_sxm_measured.yaml ;;
     fidelity)
       # the adaptive timer against the former settings, case by case (medians and device time per timing)
       step fidelity timeout ${FIDELITY_TIMEOUT:-120} python3 benchmarks/timing_fidelity.py --compare --repeats 3 \
-        ${FIDELITY_ARGS:-} --out "results/h200/timing_adaptive_$STAMP.json" ;;
+        ${FIDELITY_ARGS:-} --out "$RES/timing_adaptive_$STAMP.json" ;;
     fidelity_sets)
       # the engine's set count: graph mode's rotating sets (up to 256) against a flushed timing's few (4),
       # the add cases, today's timer, alternately (medians within 1%: the change of 2026-12-02)
       step fidelity_sets timeout ${FIDELITY_TIMEOUT:-120} python3 benchmarks/timing_fidelity.py --compare --sets --repeats 3 \
-        --out "results/h200/timing_sets_$STAMP.json" ;;
+        --out "$RES/timing_sets_$STAMP.json" ;;
     overhead)
       # the all-stream CUPTI timer against events only, same problems and candidates, back to back
-      step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "results/h200/harness_overhead_all_streams_$STAMP.json"
-      step overhead_events timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} --events-only -o "results/h200/harness_overhead_events_only_$STAMP.json" ;;
+      step overhead_all timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} -o "$RES/harness_overhead_all_streams_$STAMP.json"
+      step overhead_events timeout ${OVERHEAD_TIMEOUT:-150} python3 benchmarks/harness_overhead.py ${OVERHEAD_ARGS:-} --events-only -o "$RES/harness_overhead_events_only_$STAMP.json" ;;
     library_check)
       # every shipped eager and Triton candidate at each problem's smallest and largest workload:
       # false positives of the guards and the timer (time-boxed; records are written as they finish)
-      step library_check timeout ${LIB_TIMEOUT:-300} python3 scripts/run_library.py -o "results/h200/library_check_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --extremes --budget 0.3 ${LIB_ARGS:-} ;;
+      step library_check timeout ${LIB_TIMEOUT:-300} python3 scripts/run_library.py -o "$RES/library_check_$STAMP.jsonl" --include 'torch_eager*' 'triton_*' --extremes --budget 0.3 ${LIB_ARGS:-} ;;
     adversarial)
       step adversarial python3 -m pytest -q -p no:cacheprovider tests/adversarial -m gpu ;;
     model_llama)
@@ -245,11 +249,11 @@ for s in "${STEPS[@]}"; do
       # 8192) and prefill 8192 tokens, eager + the best shipped Triton kernels (~45 records, < 4 min);
       # MODEL_ARGS=--resume on a second call finishes what a time-out left
       step model_llama timeout ${MODEL_TIMEOUT:-230} python3 scripts/run_model.py llama3_1_8b \
-        -o "results/h200/model_llama3_1_8b_$STAMP.jsonl" --budget 0.2 --timeout 60 \
+        -o "$RES/model_llama3_1_8b_$STAMP.jsonl" --budget 0.2 --timeout 60 \
         --scenario decode:1:8192 decode:64:8192 prefill:8192 \
         --include torch_eager.py 'triton_tma_*' triton_rmsnorm.py triton_rope.py triton_kv_cache_append.py ${MODEL_ARGS:-}
       for phase in "--tokens 1" "--tokens 64" "--phase prefill"; do
-        python3 -m solbench model llama3_1_8b "results/h200/model_llama3_1_8b_$STAMP.jsonl" $phase | tee -a "$OUT/model_llama.log"
+        python3 -m solbench model llama3_1_8b "$RES/model_llama3_1_8b_$STAMP.jsonl" $phase | tee -a "$OUT/model_llama.log"
       done ;;
     liger)
       # Liger-Kernel baselines (carried wheel: .whl/liger_kernel-*.whl) against the Llama problems, largest
@@ -257,40 +261,40 @@ for s in "${STEPS[@]}"; do
       # published FlashInfer-Trace / KernelBench imports scored on the H200 (about 2 minutes in all)
       # (the six problems with a Liger wrapper: rmsnorm, fused_add_rmsnorm, rope, swiglu, gate_up_swiglu,
       # cross_entropy; ours alongside; a missing wheel prints one 'skipped:' line per wrapper)
-      step liger_all timeout ${LIGER_TIMEOUT:-100} python3 scripts/run_library.py -o "results/h200/liger_$STAMP.jsonl" \
+      step liger_all timeout ${LIGER_TIMEOUT:-100} python3 scripts/run_library.py -o "$RES/liger_$STAMP.jsonl" \
         --include 'lib_*' 'triton_*' --only 'llama3_1_8b.rmsnorm' 'llama3_1_8b.fused_add_rmsnorm' 'llama3_1_8b.rope' \
         'llama3_1_8b.swiglu' 'llama3_1_8b.gate_up_swiglu' 'llama3_1_8b.cross_entropy' --largest --timeout 60
       step cu_candidates timeout 120 python3 -m solbench run tests/fixtures/tiny/scaled_add --workload n131072 \
         -s tests/candidates/gpu_scaled_add.cu -s tests/candidates/gpu_broken.cu -s tests/candidates/setup_honest.py \
-        -o "results/h200/interop_$STAMP.jsonl" -q
+        -o "$RES/interop_$STAMP.jsonl" -q
       step interop_import bash -c 'F=tests/fixtures/interop; set -e;
         python3 -m solbench import flashinfer-trace $F/flashinfer_trace/rmsnorm_h4096.json --workloads $F/flashinfer_trace/rmsnorm_h2048.jsonl -o /tmp/fi_rms;
         python3 -m solbench import kernelbench $F/kernelbench/level2/12_Gemm_Multiply_LeakyReLU.py -o /tmp/kb12;
-        timeout 60 python3 -m solbench run /tmp/fi_rms -s /tmp/fi_rms/reference.py -q -o "results/h200/interop_$STAMP.jsonl" || true;
-        timeout 60 python3 -m solbench run /tmp/kb12 -s /tmp/kb12/reference.py -q -o "results/h200/interop_$STAMP.jsonl" || true;
+        timeout 60 python3 -m solbench run /tmp/fi_rms -s /tmp/fi_rms/reference.py -q -o "$RES/interop_$STAMP.jsonl" || true;
+        timeout 60 python3 -m solbench run /tmp/kb12 -s /tmp/kb12/reference.py -q -o "$RES/interop_$STAMP.jsonl" || true;
         python3 -m solbench sol /tmp/fi_rms --gpu h200_sxm --json; python3 -m solbench sol /tmp/kb12 --gpu h200_sxm --json' ;;
     compare)
       # issue 18 and 16's launch floor: two candidates of a decode rmsnorm (T_ideal far under the floor)
       # interleaved 3 rounds, compared with significance; records carry t_floor_s; the history of
       # every committed H200 record with its trend chart (needs scipy: carried in .whl/)
       P=problems/llama3_1_8b/rmsnorm/solutions
-      F="results/h200/compare_$STAMP.jsonl"
+      F="$RES/compare_$STAMP.jsonl"
       step compare_run timeout ${COMPARE_TIMEOUT:-180} python3 -m solbench run llama3_1_8b.rmsnorm \
         -s $P/torch_eager.py -s $P/triton_rmsnorm.py --workload decode_b1 --workload prefill_b1_s2048 \
         --interleave 3 --cooldown 2 --budget 0.3 -q -o "$F"
-      step compare_stats bash -c "python3 -m solbench compare torch_eager triton_rmsnorm --by candidate --results $F --json > results/h200/compare_$STAMP.json; cat results/h200/compare_$STAMP.json | head -60;
-        python3 -m solbench leaderboard $F; python3 -m solbench history results/h200 --candidate 'triton_*' --min-runs 2 -f markdown -o results/h200/history_$STAMP.png > results/h200/history_$STAMP.md; tail -30 results/h200/history_$STAMP.md" ;;
+      step compare_stats bash -c "python3 -m solbench compare torch_eager triton_rmsnorm --by candidate --results $F --json > $RES/compare_$STAMP.json; cat $RES/compare_$STAMP.json | head -60;
+        python3 -m solbench leaderboard $F; python3 -m solbench history $RES --candidate 'triton_*' --min-runs 2 -f markdown -o $RES/history_$STAMP.png > $RES/history_$STAMP.md; tail -30 $RES/history_$STAMP.md" ;;
     throughput)
       # issue 15: the whole library, all workloads, torch_eager + one more candidate (Triton, else
       # torch.compile), one executor per GPU; the summary is rewritten after every record, so the time
       # box keeps what finished (~9 min)
-      stall_watch throughput "results/h200/library_throughput_$STAMP.jsonl" & WATCH=$!
+      stall_watch throughput "$RES/library_throughput_$STAMP.jsonl" & WATCH=$!
       load_watch & LOADW=$!
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
-        -o results/h200/library_throughput.json --records "results/h200/library_throughput_$STAMP.jsonl" \
-        --intervals "results/h200/diag_$STAMP/gate_intervals.json" ${THROUGHPUT_ARGS:---time-box 420}
+        -o $RES/library_throughput.json --records "$RES/library_throughput_$STAMP.jsonl" \
+        --intervals "$RES/diag_$STAMP/gate_intervals.json" ${THROUGHPUT_ARGS:---time-box 420}
       kill $WATCH $LOADW 2>/dev/null; pkill -f "nvidia-smi dmon" 2>/dev/null; pkill -x top 2>/dev/null
-      cp results/h200/library_throughput.json "results/h200/library_throughput_$STAMP.json" ;;
+      cp $RES/library_throughput.json "$RES/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
       # through a local Ray instance (carried wheel: .whl/ray-*.whl, slimmed), for the "within 5%" check (~2.5 min)
@@ -298,14 +302,14 @@ for s in "${STEPS[@]}"; do
       for mode in local ray; do
         step ray_$mode timeout ${RAY_TIMEOUT:-80} python3 benchmarks/library_throughput.py --only 'llama3_1_8b.*' \
           --smallest-only --second none --budget 0.3 $([ $mode = ray ] && echo --cluster ray) \
-          -o "results/h200/ray_compare_${mode}_$STAMP.json" --records "results/h200/ray_compare_${mode}_$STAMP.jsonl"
+          -o "$RES/ray_compare_${mode}_$STAMP.json" --records "$RES/ray_compare_${mode}_$STAMP.jsonl"
       done
-      python3 -c "import json,sys; a,b=(json.load(open(f'results/h200/ray_compare_{m}_$STAMP.json')) for m in ('local','ray'));
+      python3 -c "import json,sys; a,b=(json.load(open(f'$RES/ray_compare_{m}_$STAMP.json')) for m in ('local','ray'));
 print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_records_per_min']) for m,d in (('local',a),('ray',b))},
   'ray/local steady rate', round(b['steady_records_per_min']/a['steady_records_per_min'],3))" \
         | tee -a "$OUT/ray_local.log" ;;
     report)
-      step report bash -c "python3 -m solbench report results/h200 -o results/h200/report.html && python3 -m solbench plot roofline results/h200 -o results/h200/roofline.png --gpu h200_sxm" ;;
+      step report bash -c "python3 -m solbench report $RES -o $RES/report.html && python3 -m solbench plot roofline $RES -o $RES/roofline.png --gpu h200_sxm" ;;
     profile_library)
       # issue 17, ~4 min of device time in all. The Llama-3.1-8B problems' largest workloads, eager and
       # Triton candidates, under Nsight Compute. A probe (rmsnorm, <= 75 s, kept in the results) finds
@@ -314,7 +318,7 @@ print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_rec
       # finishes, so the time box keeps what finished), cheap problems first so that >= 10 finish.
       # Knobs: PROFILE_TIMEOUT (main pass, s), PROFILE_ORDER (problem folders under llama3_1_8b),
       # PROFILE_MORE (more problem folders, appended).
-      PF="results/h200/profile_$STAMP.jsonl"
+      PF="$RES/profile_$STAMP.jsonl"
       L=problems/llama3_1_8b
       ONLY="--only torch_eager --only triton_*"
       PARGS=""
@@ -328,10 +332,10 @@ print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_rec
       DIRS=$(for p in $ORDER; do echo "$L/$p"; done)
       step profile_library timeout -k 15 ${PROFILE_TIMEOUT:-165} python3 -m solbench profile $DIRS ${PROFILE_MORE:-} $ONLY --budget 0.1 -q -o "$PF" $PARGS
       set +f
-      step profile_measured bash -c "python3 -m solbench validate --measured $PF --all --format markdown > results/h200/measured_$STAMP.md; \
+      step profile_measured bash -c "python3 -m solbench validate --measured $PF --all --format markdown > $RES/measured_$STAMP.md; \
         python3 -m solbench validate --measured $PF --all; \
-        python3 -m solbench plot roofline $PF --levels -o results/h200/roofline_levels_$STAMP.png; \
-        du -sh results/h200/profile_$STAMP.ncu" ;;
+        python3 -m solbench plot roofline $PF --levels -o $RES/roofline_levels_$STAMP.png; \
+        du -sh $RES/profile_$STAMP.ncu" ;;
     new_problems)
       # issue 16: the six data-dependent problems (cost hooks: paged GQA and MLA decode, varlen prefill, MoE
       # grouped GEMM, top-k/top-p sampling, tree verify attention), eager + Triton, every workload (~58
@@ -345,18 +349,18 @@ print('ray_compare', {m: (d['records'], d['wall_s'], d['setup_s'], d['steady_rec
         LEFT=$((END - SECONDS)); [ $LEFT -gt 10 ] || break
         step "new_${P//\//_}" timeout $LEFT python3 -m solbench run problems/$P -s problems/$P/solutions/torch_eager.py \
           $(ls problems/$P/solutions/triton_*.py | sed 's/^/-s /') --budget 0.2 --timeout 60 -q \
-          -o "results/h200/new_problems_$STAMP.jsonl"
+          -o "$RES/new_problems_$STAMP.jsonl"
       done ;;
     jit_cache)
       # --jit-cache: a torch.compile candidate's first record cold, then warm (fresh workers each time)
       step jit_cache timeout ${JIT_TIMEOUT:-200} python3 benchmarks/jit_cache.py --problem llama3_1_8b.rmsnorm \
-        --workload prefill_b1_s2048 -o "results/h200/jit_cache_$STAMP.json" ;;
+        --workload prefill_b1_s2048 -o "$RES/jit_cache_$STAMP.json" ;;
     transport)
       # issue 15: the CUDA VMM pool (export/import across processes, a worker as nobody, mutation seen by
       # the parent), then the same problems by memfd and by the device route, harness timings per record
       step transport_tests timeout ${TRANSPORT_TESTS_TIMEOUT:-90} python3 -m pytest -q -p no:cacheprovider -rs tests/worker/test_devshare.py
       step transport_compare timeout ${TRANSPORT_TIMEOUT:-150} python3 benchmarks/transport_compare.py \
-        -o "results/h200/transport_compare_$STAMP.json" ;;
+        -o "$RES/transport_compare_$STAMP.json" ;;
     *)
       echo "unknown step $s" ;;
   esac
