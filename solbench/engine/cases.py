@@ -193,7 +193,7 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
     except (MemoryError, RuntimeError) as err:
         if not _out_of_memory(err):
             raise
-        raise ProblemError([f"{problem.name}: workload {workload.name}: its inputs and reference outputs do not fit "
+        raise DeviceMemoryShort([f"{problem.name}: workload {workload.name}: its inputs and reference outputs do not fit "
                             f"in {device} memory ({' '.join(str(err).split())[:200]}); run a smaller workload"]) from None
     return cases
 

@@ -398,6 +398,16 @@ class HostPool:
         with self._cond:
             return self._gone + sum(h.starts for h in self._all)
 
+    def close_idle(self) -> None:
+        """Stop the hosts no lane holds now (their device memory back; a later request starts one again)."""
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._all = [h for h in self._all if h not in idle]
+            self._gone += sum(h.starts for h in idle)
+            self._cond.notify_all()
+        for host in idle:
+            host.close()
+
     def close(self) -> None:
         """Stop every host (a later request starts one again; a host lent now is stopped when given back)."""
         with self._cond:

@@ -172,6 +172,7 @@ class Runner:
         self._lock = threading.RLock()  # records, the results file, progress, hooks, the slots above
         self._aborted = False
         self._stop = threading.Event()  # the current run's: set, no new record starts
+        self.not_run: list[str] = []  # records the device could not hold even alone, one line each
         sweep_dead_workers()
         # Before any worker starts: the sandboxed processes cannot write the caches they would use.
         self.bytecode = prime_bytecode()
@@ -202,6 +203,8 @@ class Runner:
             finally:
                 self.discard_started()
                 self.close_hosts()
+        if self.not_run:  # after every other record: the run's one error line, a non-zero exit
+            raise DeviceMemoryShort(self.not_run)
         return self.records
 
     def run_item(self, item: PlanItem, upcoming: PlanItem | None = None) -> list[ResultRecord]:
@@ -283,18 +286,30 @@ class Runner:
         ledger = Ledger()
         reasons: list[str] = []
         record = None
-        for scale, alone in RETRIES:
-            if reasons:  # a retry: the attempts so far count as its wait
-                spent = ledger.wall()
-                ledger = Ledger(start=ledger.start)
-                ledger.wait("memory_retry_s", spent)
-            record = self._attempt(slot, problem, workload, ledger, scale, alone, reasons)
-            if record is not None:
-                break
+        try:
+            for scale, alone in RETRIES:
+                if reasons:  # a retry: the attempts so far count as its wait
+                    spent = ledger.wall()
+                    ledger = Ledger(start=ledger.start)
+                    ledger.wait("memory_retry_s", spent)
+                record = self._attempt(slot, problem, workload, ledger, scale, alone, reasons)
+                if record is not None:
+                    break
+        except DeviceMemoryShort as err:  # short even alone: the device is too small for this workload
+            self._not_run(err, slot)
+            return
         assert record is not None
         if reasons:
             record.harness["memory_retries"] = [without_harness_root(r)[:800] for r in reasons]
         self._emit(record, ledger)
+
+    def _not_run(self, err: DeviceMemoryShort, slot: CandidateSlot) -> None:
+        """A record the device cannot hold, even alone: said now, and again as the run's error once
+        every other record is written (the run goes on without it)."""
+        line = without_harness_root(f"{err} ({slot.candidate.name})")
+        with self._lock:
+            self.not_run.append(line)
+        print(f"not run: {line}", file=sys.stderr, flush=True)
 
     def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
                  scale: int, alone: bool, reasons: list[str]) -> ResultRecord | None:
@@ -304,6 +319,8 @@ class Runner:
         need = record_bytes(problem, workload, self.options.rounds, self.timing.device) * scale
         made = cases_bytes(problem, workload, self.options.rounds) if self.cases.holds(problem, workload) else 0
         held = self.memory.acquire(need, ledger, alone=alone, free_need=max(need - made, 0))
+        if alone:
+            self._clear_device(slot, ledger)
         try:
             with memory_retried(not alone):  # a device pool short of memory: the record retried, not moved to memfd
                 with ledger.phase("cases_s"):
@@ -312,8 +329,11 @@ class Runner:
                                                   lambda: self._make_cases(problem, workload, ledger))
                 record = self._run_one(slot, cases, roof)
         except (ProblemError, RuntimeError, MemoryError) as err:
-            if alone or not (isinstance(err, DeviceMemoryShort) or says_out_of_memory(str(err))):
+            if not (isinstance(err, DeviceMemoryShort) or says_out_of_memory(str(err))):
                 raise
+            if alone:
+                raise err if isinstance(err, DeviceMemoryShort) else DeviceMemoryShort(
+                    [f"{problem.name}: workload {workload.name}: {' '.join(str(err).split())[:300]}"]) from None
             slot.retire()
             reasons.append(str(err))
             return None
@@ -326,6 +346,19 @@ class Runner:
             reasons.append(record.reason or "")
             return None
         return record
+
+    def _clear_device(self, slot: CandidateSlot, ledger: Ledger) -> None:
+        """Before a record runs alone: what the idle lanes hold on the device goes back. Their workers
+        (each with its own cache, and mapping the device pool the parent shares with it) are stopped and
+        start again at their lane's next record; idle problem hosts likewise. No record is in flight
+        then, but waiting for that frees none of this (H200, 2026-12-02: records alone found 1-5 GiB of
+        140 free, the parent's pools and idle workers holding the rest, and failed)."""
+        with self._lock:
+            idle = [s for s in self._active.values() if s is not slot and s.state == "ready"]
+        for other in idle:
+            other.retire()
+        self.hosts.close_idle()
+        self._free_device_memory(slot.owner, ledger)
 
     def _make_cases(self, problem: Problem, workload: Workload, ledger: Ledger) -> tuple[WorkloadCases, RooflinePoint]:
         """The workload's inputs and reference outputs, and its roofline point (a cost hook counts the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -390,6 +391,75 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
     assert "out of memory" in harness["memory_retries"][0]
     assert failures < 2 or "GiB free" in harness["memory_retries"][1]  # H200 call 9: a free-memory check aborted the run
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_goes_on(tmp_path, capsys):
+    """Short of memory beside others, twice, then alone: the device is too small for it. The run goes on
+    (H200, 2026-12-02: one such workload ended a library pass), says so at once, and ends with one error
+    line naming it, after every other record is written."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    out = tmp_path / "r.jsonl"
+    runner = Runner(options, out)
+    make, tries = runner._make_cases, []
+
+    def too_big(problem, workload, ledger):
+        if workload.name == "n4":
+            tries.append(runner.memory.held)
+            raise DeviceMemoryShort([f"{problem.name}: workload n4: needs at least 9.0 GiB but cpu has 1.0 GiB free"])
+        return make(problem, workload, ledger)
+
+    runner._make_cases = too_big
+    problem = load_problem(TINY / "scaled_add")
+    item = PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))
+    with pytest.raises(DeviceMemoryShort, match=r"workload n4: needs at least 9.0 GiB .*\(honest\)"):
+        runner.run([item])
+    assert len(tries) == 3 and tries[-1] >= runner.memory.budget  # twice beside others, then alone
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["workload"], r["status"]) for r in written] == [("n32", "PASSED")], [r["reason"] for r in written]
+    assert "not run: " in capsys.readouterr().err
+
+
+def test_before_a_record_runs_alone_idle_lanes_and_hosts_give_their_device_memory_back(tmp_path):
+    """Idle lanes' workers (their caches, the pools they map) and idle hosts are stopped; the lane about
+    to run alone keeps its worker, a lane not yet loaded is left as it is, a lent host is kept."""
+    from solbench.engine.ledger import Ledger
+    from solbench.engine.problem_host import HostPool
+
+    class Slot:
+        def __init__(self, state):
+            self.state, self.retired, self.owner = state, 0, "p/w/c"
+
+        def retire(self):
+            self.retired += 1
+            self.state = "none"
+
+    class Host:
+        starts = 1
+
+        def __init__(self):
+            self.closed = False
+
+        def close(self):
+            self.closed = True
+
+        def expect(self, folders):
+            return self
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    me, idle, starting = Slot("ready"), Slot("ready"), Slot("spawned")
+    runner._active = {id(s): s for s in (me, idle, starting)}
+    made = []
+    runner.hosts = HostPool(lambda: made.append(Host()) or made[-1], size=2)
+    with runner.hosts.lend(set()) as lent:
+        with runner.hosts.lend(set()):
+            pass  # given back: idle now
+        runner._clear_device(me, Ledger())
+        assert (me.retired, idle.retired, starting.retired) == (0, 1, 0)
+        assert [h.closed for h in made] == [False, True] and made[0] is lent
+    with runner.hosts.lend(set()) as again:
+        assert again is lent  # the lent one was kept and is idle now
 
 
 def test_a_record_reserves_room_for_its_bursts_outputs():
