@@ -90,3 +90,26 @@ def test_chunked_flex_mask_cuts_at_the_chunk_boundary(monkeypatch):
     assert compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
     inputs["chunk"] = 8192
     assert not compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
+
+
+@pytest.mark.parametrize("page_size", [1, 4, 16, 32])
+def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(page_size):
+    """The eager path reads the mask_mod only; the compiled kernel visits the listed blocks only: each
+    sequence's list is the set of blocks create_block_mask finds with some slot kept (full or partial), once."""
+    folder = SOLUTIONS / "llama3_1_8b" / "paged_attention_decode"
+    module = load_module(folder / "solutions" / "lib_torch_flex_attention.py", "torch_baseline")
+    problem = load_problem(folder / "problem.yaml")
+    axes = problem.resolve_axes({"B": 5, "PS": page_size, "KV_PAGES": 40}, overrides={"HQ": 4, "HKV": 2, "D": 16})
+    inputs = make_inputs(problem, axes, seed=7, device="cpu")
+    owner = module._slot_owner(inputs["kv_indptr"], inputs["kv_indices"], inputs["kv_last_page_len"],
+                               axes["POOL"], page_size)
+    block = module._kv_block_size(page_size)
+    mask = module._paged_block_mask(owner, axes["B"], block)
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    want = create_block_mask(mask.mask_mod, axes["B"], None, 1, owner.shape[0], device="cpu", BLOCK_SIZE=(128, block))
+    for b in range(axes["B"]):
+        listed = mask.kv_indices[b, 0, 0, :mask.kv_num_blocks[b, 0, 0]].tolist()
+        kept = [*want.kv_indices[b, 0, 0, :want.kv_num_blocks[b, 0, 0]].tolist(),
+                *want.full_kv_indices[b, 0, 0, :want.full_kv_num_blocks[b, 0, 0]].tolist()]
+        assert len(listed) == len(set(listed)) and set(listed) == set(kept), b
