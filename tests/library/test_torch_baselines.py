@@ -92,18 +92,24 @@ def test_chunked_flex_mask_cuts_at_the_chunk_boundary(monkeypatch):
     assert not compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
 
 
-@pytest.mark.parametrize("page_size", [1, 4, 16, 32])
-def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(page_size):
+PAGED_DECODE = {"llama3_1_8b/paged_attention_decode": {"HQ": 4, "HKV": 2, "D": 16},
+                "deepseek_v3/mla_paged_decode": {"H": 4, "C": 32, "R": 64}}
+
+
+@pytest.mark.parametrize("page_size", [1, 4, 16, 48, 64, 128])
+@pytest.mark.parametrize("problem_dir", PAGED_DECODE)
+def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(problem_dir, page_size):
     """The eager path reads the mask_mod only; the compiled kernel visits the listed blocks only: each
     sequence's list is the set of blocks create_block_mask finds with some slot kept (full or partial), once."""
-    folder = SOLUTIONS / "llama3_1_8b" / "paged_attention_decode"
+    folder = SOLUTIONS / problem_dir
     module = load_module(folder / "solutions" / "lib_torch_flex_attention.py", "torch_baseline")
     problem = load_problem(folder / "problem.yaml")
-    axes = problem.resolve_axes({"B": 5, "PS": page_size, "KV_PAGES": 40}, overrides={"HQ": 4, "HKV": 2, "D": 16})
+    axes = problem.resolve_axes({"B": 5, "PS": page_size, "KV_PAGES": 40}, overrides=PAGED_DECODE[problem_dir])
     inputs = make_inputs(problem, axes, seed=7, device="cpu")
     owner = module._slot_owner(inputs["kv_indptr"], inputs["kv_indices"], inputs["kv_last_page_len"],
                                axes["POOL"], page_size)
     block = module._kv_block_size(page_size)
+    assert block >= 16 and block & (block - 1) == 0 and (page_size % block == 0 or block % page_size == 0)
     mask = module._paged_block_mask(owner, axes["B"], block)
     from torch.nn.attention.flex_attention import create_block_mask
 

@@ -2,18 +2,22 @@
 with a block mask built per call from the page table: each sequence visits only the KV blocks that hold its
 tokens, and a mask_mod keeps the slots it owns. A library baseline."""
 
+import math
+
 import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 BASELINE = "torch"  # read by solbench (never imported): the record names the library and its version
 REQUIRES = ["device:cuda"]  # compiling flex_attention for a CPU takes minutes: a GPU baseline
 MIN_KV_BLOCK = 16  # flex's kernels need KV tiles of 16 slots or more (tl.dot): smaller pages share a block
+MAX_KV_BLOCK = 64  # the decode kernel's default KV tile: larger pages span several blocks
 _compiled = None
 
 
 def _kv_block_size(page_size: int) -> int:
-    """One page a block where pages are whole tiles (no slot of another sequence is read), else 16 slots."""
-    return page_size if page_size % MIN_KV_BLOCK == 0 else MIN_KV_BLOCK
+    """Blocks that tile each page where pages are multiples of 16 slots (no block mixes two pages; a power of two
+    up to 64, as the kernel's tiles are), else 16 slots (several pages a block)."""
+    return math.gcd(page_size, MAX_KV_BLOCK) if page_size % MIN_KV_BLOCK == 0 else MIN_KV_BLOCK
 
 
 def _slot_owner(kv_indptr, kv_indices, kv_last_page_len, pool: int, page_size: int):
