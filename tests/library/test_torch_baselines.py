@@ -92,6 +92,20 @@ def test_chunked_flex_mask_cuts_at_the_chunk_boundary(monkeypatch):
     assert not compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
 
 
+def _assert_blocks_are_create_block_masks(mask, batch: int, kv_length: int, kv_block: int) -> None:
+    """A decode block mask built by hand lists, per sequence and once each, the KV blocks in which
+    create_block_mask finds some position its mask_mod keeps (full or partial blocks): the eager CPU path reads
+    the mask_mod only, the compiled kernel visits the listed blocks only."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    want = create_block_mask(mask.mask_mod, batch, None, 1, kv_length, device="cpu", BLOCK_SIZE=(128, kv_block))
+    for b in range(batch):
+        listed = mask.kv_indices[b, 0, 0, :mask.kv_num_blocks[b, 0, 0]].tolist()
+        kept = [*want.kv_indices[b, 0, 0, :want.kv_num_blocks[b, 0, 0]].tolist(),
+                *want.full_kv_indices[b, 0, 0, :want.full_kv_num_blocks[b, 0, 0]].tolist()]
+        assert len(listed) == len(set(listed)) and set(listed) == set(kept), b
+
+
 PAGED_DECODE = {"llama3_1_8b/paged_attention_decode": {"HQ": 4, "HKV": 2, "D": 16},
                 "deepseek_v3/mla_paged_decode": {"H": 4, "C": 32, "R": 64}}
 
@@ -99,8 +113,7 @@ PAGED_DECODE = {"llama3_1_8b/paged_attention_decode": {"HQ": 4, "HKV": 2, "D": 1
 @pytest.mark.parametrize("page_size", [1, 4, 16, 48, 64, 128])
 @pytest.mark.parametrize("problem_dir", PAGED_DECODE)
 def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(problem_dir, page_size):
-    """The eager path reads the mask_mod only; the compiled kernel visits the listed blocks only: each
-    sequence's list is the set of blocks create_block_mask finds with some slot kept (full or partial), once."""
+    """Page sizes under, at and over a 16-slot tile, and pages of several tiles (48, 128)."""
     folder = SOLUTIONS / problem_dir
     module = load_module(folder / "solutions" / "lib_torch_flex_attention.py", "torch_baseline")
     problem = load_problem(folder / "problem.yaml")
@@ -111,11 +124,13 @@ def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(problem_dir, 
     block = module._kv_block_size(page_size)
     assert block >= 16 and block & (block - 1) == 0 and (page_size % block == 0 or block % page_size == 0)
     mask = module._paged_block_mask(owner, axes["B"], block)
-    from torch.nn.attention.flex_attention import create_block_mask
+    _assert_blocks_are_create_block_masks(mask, axes["B"], owner.shape[0], block)
 
-    want = create_block_mask(mask.mask_mod, axes["B"], None, 1, owner.shape[0], device="cpu", BLOCK_SIZE=(128, block))
-    for b in range(axes["B"]):
-        listed = mask.kv_indices[b, 0, 0, :mask.kv_num_blocks[b, 0, 0]].tolist()
-        kept = [*want.kv_indices[b, 0, 0, :want.kv_num_blocks[b, 0, 0]].tolist(),
-                *want.full_kv_indices[b, 0, 0, :want.full_kv_num_blocks[b, 0, 0]].tolist()]
-        assert len(listed) == len(set(listed)) and set(listed) == set(kept), b
+
+@pytest.mark.parametrize(("length", "window"), [(4160, 4096), (4096, 4096), (300, 4096), (1000, 200), (1024, 256)])
+def test_sliding_window_flex_block_mask_lists_the_window_blocks(length, window):
+    """Windows starting inside a block, at 0 (cache shorter than the window), on a block boundary."""
+    module = load_module(SOLUTIONS / "mistral_7b" / "attention_decode_sliding_window" / "solutions"
+                         / "lib_torch_flex_attention.py", "torch_baseline")
+    mask = module._window_block_mask(length, max(0, length - window), "cpu")
+    _assert_blocks_are_create_block_masks(mask, 1, length, module.KV_BLOCK)
