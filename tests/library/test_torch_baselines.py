@@ -5,6 +5,7 @@ are swapped for the math backend (same call, same arguments), and torch._grouped
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -92,22 +93,25 @@ def test_chunked_flex_mask_cuts_at_the_chunk_boundary(monkeypatch):
     assert not compare_tensors(got, load_reference(problem)(*inputs.values()), tol.atol, tol.rtol).passed
 
 
-def _assert_blocks_are_create_block_masks(mask, batch: int, kv_length: int, kv_block: int) -> None:
-    """A decode block mask built by hand lists, per sequence and once each, the KV blocks in which
+def _assert_blocks_are_create_block_masks(mask, batch: int, kv_length: int, kv_block: int, queries: int = 1) -> None:
+    """A decode block mask built by hand lists, per sequence, query block and once each, the KV blocks in which
     create_block_mask finds some position its mask_mod keeps (full or partial blocks): the eager CPU path reads
     the mask_mod only, the compiled kernel visits the listed blocks only."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    want = create_block_mask(mask.mask_mod, batch, None, 1, kv_length, device="cpu", BLOCK_SIZE=(128, kv_block))
-    for b in range(batch):
-        listed = mask.kv_indices[b, 0, 0, :mask.kv_num_blocks[b, 0, 0]].tolist()
-        kept = [*want.kv_indices[b, 0, 0, :want.kv_num_blocks[b, 0, 0]].tolist(),
-                *want.full_kv_indices[b, 0, 0, :want.full_kv_num_blocks[b, 0, 0]].tolist()]
-        assert len(listed) == len(set(listed)) and set(listed) == set(kept), b
+    want = create_block_mask(mask.mask_mod, batch, None, queries, kv_length, device="cpu",
+                             BLOCK_SIZE=(128, kv_block))
+    assert mask.kv_num_blocks.shape == want.kv_num_blocks.shape
+    for b, m in itertools.product(range(batch), range(want.kv_num_blocks.shape[-1])):
+        listed = mask.kv_indices[b, 0, m, :mask.kv_num_blocks[b, 0, m]].tolist()
+        kept = [*want.kv_indices[b, 0, m, :want.kv_num_blocks[b, 0, m]].tolist(),
+                *want.full_kv_indices[b, 0, m, :want.full_kv_num_blocks[b, 0, m]].tolist()]
+        assert len(listed) == len(set(listed)) and set(listed) == set(kept), (b, m)
 
 
-PAGED_DECODE = {"llama3_1_8b/paged_attention_decode": {"HQ": 4, "HKV": 2, "D": 16},
-                "deepseek_v3/mla_paged_decode": {"H": 4, "C": 32, "R": 64}}
+# axes to shrink, and the query rows a sequence has (MLA's heads are query rows: over 128, two query blocks)
+PAGED_DECODE = {"llama3_1_8b/paged_attention_decode": ({"HQ": 4, "HKV": 2, "D": 16}, {}),
+                "deepseek_v3/mla_paged_decode": ({"H": 4, "C": 32, "R": 64}, {"queries": 200})}
 
 
 @pytest.mark.parametrize("page_size", [1, 4, 16, 48, 64, 128])
@@ -117,14 +121,15 @@ def test_paged_flex_block_mask_lists_the_blocks_its_mask_mod_keeps(problem_dir, 
     folder = SOLUTIONS / problem_dir
     module = load_module(folder / "solutions" / "lib_torch_flex_attention.py", "torch_baseline")
     problem = load_problem(folder / "problem.yaml")
-    axes = problem.resolve_axes({"B": 5, "PS": page_size, "KV_PAGES": 40}, overrides=PAGED_DECODE[problem_dir])
+    overrides, rows = PAGED_DECODE[problem_dir]
+    axes = problem.resolve_axes({"B": 5, "PS": page_size, "KV_PAGES": 40}, overrides=overrides)
     inputs = make_inputs(problem, axes, seed=7, device="cpu")
     owner = module._slot_owner(inputs["kv_indptr"], inputs["kv_indices"], inputs["kv_last_page_len"],
                                axes["POOL"], page_size)
     block = module._kv_block_size(page_size)
     assert block >= 16 and block & (block - 1) == 0 and (page_size % block == 0 or block % page_size == 0)
-    mask = module._paged_block_mask(owner, axes["B"], block)
-    _assert_blocks_are_create_block_masks(mask, axes["B"], owner.shape[0], block)
+    mask = module._paged_block_mask(owner, axes["B"], block, **rows)
+    _assert_blocks_are_create_block_masks(mask, axes["B"], owner.shape[0], block, **rows)
 
 
 @pytest.mark.parametrize(("length", "window"), [(4160, 4096), (4096, 4096), (300, 4096), (1000, 200), (1024, 256)])

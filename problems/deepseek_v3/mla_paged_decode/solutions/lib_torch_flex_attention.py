@@ -1,8 +1,8 @@
 """PyTorch's flex_attention (compiled on the first call) for absorbed MLA decode: the latent page pool as one
-long KV sequence of one KV head shared by all heads (no copy), keys its 576-dim rows, values their first 512
-dims (flex allows a value head dim other than the key's); a block mask built per call from the page table
-lets each sequence visit only the KV blocks that hold its rows, and a mask_mod keeps the rows it owns. A
-library baseline."""
+long KV sequence of one KV head (no copy), keys its 576-dim rows, values their first 512 dims (flex allows a
+value head dim other than the key's), and the 128 heads as 128 query rows of one head, since all share that
+KV head; a block mask built per call from the page table lets each sequence visit only the KV blocks that
+hold its rows, and a mask_mod keeps the rows it owns. A library baseline."""
 
 import math
 
@@ -14,11 +14,13 @@ REQUIRES = ["device:cuda"]  # compiling flex_attention for a CPU takes minutes: 
 ROPE_DIMS = 64  # the tail of each q / cache row: scores only, not values
 MIN_KV_BLOCK = 16  # flex's kernels need KV tiles of 16 rows or more (tl.dot): smaller pages share a block
 MAX_KV_BLOCK = 64  # the decode kernel's default KV tile: larger pages span several blocks
-# flex's decode kernel puts all query heads of a KV head (here 128) in one tile by default; at 576 dims
-# (padded to 1024) that tile alone is 256 KB of registers. 16 heads a tile and 8 warps keep q and the
-# accumulator within the register file (a choice from the sizes, not tuned).
-KERNEL_OPTIONS = {"BLOCK_M": 16, "num_warps": 8, "num_stages": 1}
+# Heads as query rows: flex's decode kernel (queries under 128) would hold all 128 heads of the KV head in
+# one tile, 256 KB of q at 576 dims (padded to 1024), and tiles of fewer heads are not allowed there. The main
+# kernel's tiles of 16 heads, 32 KV rows and one stage need ~100 KB of shared memory (its default for dims
+# over 256, 64 x 32 x 3 stages, would not fit): a choice from the sizes, not tuned.
+KERNEL_OPTIONS = {"BLOCK_M": 16, "num_warps": 4, "num_stages": 1}
 BLOCK_N = 32  # KV rows a step (at most the mask's block, which it must divide: both are powers of two)
+Q_BLOCK = 128  # flex's default sparse block along the queries (the heads here)
 _compiled = None
 
 
@@ -42,8 +44,9 @@ def _kv_block_size(page_size: int) -> int:
     return math.gcd(page_size, MAX_KV_BLOCK) if page_size % MIN_KV_BLOCK == 0 else MIN_KV_BLOCK
 
 
-def _paged_block_mask(owner, batch: int, block: int) -> BlockMask:
-    """Per sequence, the KV blocks holding any of its rows (in pool order), with the row mask inside them."""
+def _paged_block_mask(owner, batch: int, block: int, queries: int = 1) -> BlockMask:
+    """Per sequence, the KV blocks holding any of its rows (in pool order), with the row mask inside them; the
+    same for each of its ``queries`` rows (its heads)."""
     rows = owner.shape[0]
     holds = torch.zeros(batch + 1, -(-rows // block), dtype=torch.int8, device=owner.device)  # last: no one's
     holds[owner.long(), torch.arange(rows, device=owner.device) // block] = 1
@@ -53,8 +56,10 @@ def _paged_block_mask(owner, batch: int, block: int) -> BlockMask:
     def own_row(b, h, q_idx, kv_idx):
         return owner[kv_idx] == b
 
-    return BlockMask.from_kv_blocks(holds.sum(-1, dtype=torch.int32)[:, None, None], first_held.int()[:, None, None],
-                                    BLOCK_SIZE=(128, block), mask_mod=own_row, seq_lengths=(1, rows),
+    q_blocks = -(-queries // Q_BLOCK)
+    count = holds.sum(-1, dtype=torch.int32)[:, None, None].expand(-1, 1, q_blocks)
+    return BlockMask.from_kv_blocks(count, first_held.int()[:, None, None].expand(-1, 1, q_blocks, -1),
+                                    BLOCK_SIZE=(Q_BLOCK, block), mask_mod=own_row, seq_lengths=(queries, rows),
                                     compute_q_blocks=False)  # forward only
 
 
@@ -67,8 +72,8 @@ def run(q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, softmax_scale):
     pool, page_size, dims = kv_cache.shape
     owner = _slot_owner(kv_indptr, kv_indices, kv_last_page_len, pool, page_size)
     block = _kv_block_size(page_size)
-    mask = _paged_block_mask(owner, q.shape[0], block)
+    mask = _paged_block_mask(owner, q.shape[0], block, queries=q.shape[1])
     keys = kv_cache.reshape(1, 1, pool * page_size, dims)
-    out = _compiled(q.unsqueeze(2), keys, keys[..., :dims - ROPE_DIMS], block_mask=mask, scale=float(softmax_scale),
-                    enable_gqa=True, kernel_options={**KERNEL_OPTIONS, "BLOCK_N": min(BLOCK_N, block)})
-    return out.squeeze(2)
+    out = _compiled(q.unsqueeze(1), keys, keys[..., :dims - ROPE_DIMS], block_mask=mask, scale=float(softmax_scale),
+                    kernel_options={**KERNEL_OPTIONS, "BLOCK_N": min(BLOCK_N, block)})  # [B, 1, H, C]
+    return out.squeeze(1)
