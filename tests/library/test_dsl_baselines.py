@@ -1,7 +1,9 @@
-"""The CuTe-DSL library baselines (quack, FlashAttention 4) on the CPU: each adapter's run() against its problem's
-reference at the test axes, with the library replaced by a plain-torch stand-in of its Python-level contract
-(quack-kernels 0.6.5's and flash-attn-4 4.0.0b36's signatures, layouts, dtypes and return values, as their
-source states them); and, without the library, the one `skipped:` line each adapter gets."""
+"""The CuTe-DSL library baselines (quack, FlashAttention 4) on the CPU, against plain-torch stand-ins of the libraries.
+
+Each adapter's run() is checked against its problem's reference at the test axes, with the library replaced by a
+plain-torch stand-in of its Python-level contract (quack-kernels 0.6.5's and flash-attn-4 4.0.0b36's signatures,
+layouts, dtypes and return values, as their source states them), there and through the engine's edge rounds; and,
+without the library, the one `skipped:` line each adapter gets."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from edge_check import edge_rounds, first_failure
 from test_torch_baselines import _check_against_reference
 
+from solbench.data.problem import load_problem
 from solbench.engine.problem_code import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +128,15 @@ def test_the_adapters_ship_where_the_semantics_match():
 def test_dsl_baseline_matches_the_reference(path, monkeypatch):
     _install_stand_ins(monkeypatch)
     _check_against_reference(path.parents[1], load_module(path, "dsl_baseline").run)
+
+
+@pytest.mark.parametrize("path", QUACK + FA4, ids=_baseline_id)
+def test_dsl_baseline_passes_the_edge_rounds(path, monkeypatch):
+    """The engine's edge rounds (stressed value domains, strided layouts) at the problem's small shape."""
+    _install_stand_ins(monkeypatch)
+    problem = load_problem(path.parents[1] / "problem.yaml")
+    assert any(r.skipped is None for r in edge_rounds(problem))
+    assert first_failure(problem, load_module(path, "dsl_baseline").run) is None
 
 
 def test_the_stand_in_tells_a_wrong_call_from_a_right_one(monkeypatch):

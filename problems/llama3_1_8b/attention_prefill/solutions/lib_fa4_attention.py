@@ -1,9 +1,8 @@
-"""FlashAttention 4 (the CuTe DSL one, flash_attn.cute), causal GQA: a library baseline. Needs flash-attn-4
-(skipped when flash_attn is absent).
+"""FlashAttention 4's flash_attn_func (CuTe DSL), causal GQA, as a library baseline. Needs flash-attn-4.
 
-The layout is FlashAttention's own: q [B, S, HQ, D], k and v [B, S, HKV, D], query head h reading KV head
-h // (HQ / HKV), the causal mask aligned to the bottom right (top left here: queries = keys). Strided views
-are taken as they are: flash_attn.cute copies only those whose rows it cannot load aligned.
+Skipped when flash_attn is absent. The layout is FlashAttention's own: q [B, S, HQ, D], k and v [B, S, HKV, D],
+query head h reading KV head h // (HQ / HKV), the causal mask aligned to the bottom right (top left here: queries =
+keys). Strided views are taken as they are: flash_attn.cute copies only those whose rows it cannot load aligned.
 """
 
 import torch

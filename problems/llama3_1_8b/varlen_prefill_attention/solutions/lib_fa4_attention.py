@@ -1,9 +1,8 @@
-"""FlashAttention 4 (the CuTe DSL one, flash_attn.cute) over the packed batch, causal GQA: a library baseline.
-Needs flash-attn-4 (skipped when flash_attn is absent).
+"""FlashAttention 4's flash_attn_varlen_func (CuTe DSL), causal GQA, as a library baseline. Needs flash-attn-4.
 
-The problem's layout is flash_attn_varlen_func's: q [T, HQ, D], k and v [T, HKV, D], sequence i in rows
-cu_seqlens[i]:cu_seqlens[i+1] (int32) of all three, so cu_seqlens serves queries and keys alike, and the
-causal mask of a sequence with as many queries as keys is the plain lower triangle.
+Skipped when flash_attn is absent. The problem's layout is flash_attn_varlen_func's: q [T, HQ, D], k and v
+[T, HKV, D], sequence i in rows cu_seqlens[i]:cu_seqlens[i+1] (int32) of all three, so cu_seqlens serves queries
+and keys alike, and the causal mask of a sequence with as many queries as keys is the plain lower triangle.
 """
 
 import torch
