@@ -13,5 +13,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   -d .whl \
   fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 \
   annotated-doc==0.0.7 typing-inspection==0.4.2 opentelemetry-api==1.45.2 py-spy==0.4.3 \
-  pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 liger-kernel==0.8.5
+  pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 liger-kernel==0.8.5 fla-core==0.6.0
 ls .whl

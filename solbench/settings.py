@@ -39,6 +39,7 @@ OUTPUT_SETTLE_S = 0.002  # how long a candidate's outputs must stay unchanged af
 
 # --- processes: workers, executors, tools -----------------------------------------------------------
 WORKER_START_TIMEOUT_S = 300.0  # a worker's start-up (imports torch): the harness's cost, not the candidate's
+RELEASE_TIMEOUT_S = 30.0  # a worker giving its device pool and cached memory back between records
 BYTECODE_TIMEOUT_S = 600.0  # the parent writing the bytecode caches its workers cannot (engine.bytecode), once
 WORKER_EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own
 WORKER_ACCEPT_POLL_S = 0.2  # how often a wait for a worker under a launcher checks the launcher is alive

@@ -28,6 +28,9 @@ GPU_COMPARE_NUMEL = 1 << 22
 # Above this many (up to the one above) on the GPU in float64: the same figures as the CPU's float64, without
 # copying to the host and comparing there on the parent's cores (19% of its busy time on the H200, 2026-12-02).
 DEVICE_FLOAT64_NUMEL = 1 << 16
+# Compared this many elements at a time: a whole 1e9-element output's temporaries took ~40 GiB of the
+# parent's device memory (H200, 2026-12-02: lm_head's training logits; the records beside it ran out).
+COMPARE_CHUNK_NUMEL = 1 << 25
 
 
 class MalformedReply(ValueError):
@@ -70,41 +73,70 @@ def _scalar(t: Any) -> float:
 
 
 def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_ratio: float = 0.0) -> TensorComparison:
-    """Compare two tensors of the same shape and dtype elementwise (see the module docstring)."""
-    import torch
-
+    """Compare two tensors of the same shape and dtype elementwise (see the module docstring), in chunks of
+    ``COMPARE_CHUNK_NUMEL`` elements: a comparison's temporaries are about ten times its chunk in float32."""
     if tuple(out.shape) != tuple(ref.shape) or out.dtype != ref.dtype:
         raise ValueError(f"compare_tensors needs equal shapes and dtypes: {tuple(out.shape)} {out.dtype} vs "
                          f"{tuple(ref.shape)} {ref.dtype}")
     numel = ref.numel()
     if numel == 0:
         return TensorComparison(True, None, 0, 0, 0.0, 0, 0.0, 0.0)
+    flat_out, flat_ref = out.detach().reshape(-1), ref.detach().reshape(-1)
+    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    # mismatches, non-finite ones, max |err|, max rel err, any non-zero reference, all-zero output
+    totals = [0, 0, 0.0, 0.0, False, True]
+    first = None  # the first mismatch: flat index, got, expected
+    for at in range(0, numel, COMPARE_CHUNK_NUMEL):
+        stats, bad = _compare_chunk(flat_out[at:at + COMPARE_CHUNK_NUMEL], flat_ref[at:at + COMPARE_CHUNK_NUMEL],
+                                    numel, exact, atol, rtol, locate=first is None)
+        totals = [totals[0] + stats[0], totals[1] + stats[1], _max(totals[2], stats[2]), _max(totals[3], stats[3]),
+                  totals[4] or stats[4], totals[5] and stats[5]]
+        if bad is not None:
+            first = (at + bad[0], bad[1], bad[2])
+    return _comparison(totals, first, numel, exact, atol, rtol, max_mismatch_ratio, tuple(ref.shape))
+
+
+def _max(a: float, b: float) -> float:
+    """The larger, NaN if either is (as torch's max over the whole tensor would be)."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
+def _compare_chunk(out: Any, ref: Any, numel: int, exact: bool, atol: float, rtol: float,
+                   locate: bool) -> tuple[list[Any], tuple[int, float, float] | None]:
+    """One chunk's figures, read back at once (float64: exact counts; one wait for the device, not one per
+    figure), and where its first mismatch is when ``locate``. The precision and the place are the whole
+    tensor's (``numel``): a chunk is compared as the whole would be."""
+    import torch
+
     if ref.is_cuda and numel > GPU_COMPARE_NUMEL:
         dev, dt = ref.device, torch.float32
     elif ref.is_cuda and numel > DEVICE_FLOAT64_NUMEL:
         dev, dt = ref.device, torch.float64
     else:
         dev, dt = torch.device("cpu"), torch.float64
-    o = out.detach().to(dev).to(dt)
-    r = ref.detach().to(dev).to(dt)
-    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    o, r = out.to(dev).to(dt), ref.to(dev).to(dt)
     diff = (o - r).abs()
     fin_o, fin_r = torch.isfinite(o), torch.isfinite(r)
     same_nonfinite = ~fin_o & ((torch.isnan(o) & torch.isnan(r)) | (o == r))
-    if exact:
-        ok = out.to(dev) == ref.to(dev)
-    else:
-        ok = (fin_o & fin_r & (diff <= atol + rtol * r.abs())) | same_nonfinite
+    ok = (out.to(dev) == ref.to(dev)) if exact else (fin_o & fin_r & (diff <= atol + rtol * r.abs())) | same_nonfinite
     bad = ~ok
     err = torch.where(same_nonfinite, torch.zeros_like(diff), diff).nan_to_num(nan=math.inf)
     nz = r != 0
     rel = torch.where(nz, err / torch.where(nz, r.abs(), torch.ones_like(r)), torch.zeros_like(err))
-    # Every figure read back at once (float64: exact counts): one wait for the device, not one per figure.
     stats = torch.stack([t.to(torch.float64) for t in (bad.sum(), (~fin_o & ~same_nonfinite).sum(), err.max(),
                                                        rel.max(), nz.any(), (o == 0).all())]).tolist()
-    mismatches, nonfinite_bad = int(stats[0]), int(stats[1])
-    max_abs, any_nonzero, all_zero_out = stats[2], bool(stats[4]), bool(stats[5])
-    max_rel = stats[3] if any_nonzero else (0.0 if max_abs == 0 else math.inf)
+    stats = [int(stats[0]), int(stats[1]), stats[2], stats[3], bool(stats[4]), bool(stats[5])]
+    if not (locate and stats[0]):
+        return stats, None
+    flat = int(torch.argmax(bad.to(torch.uint8)))
+    return stats, (flat, _scalar(o[flat]), _scalar(r[flat]))
+
+
+def _comparison(totals: list[Any], first: tuple[int, float, float] | None, numel: int, exact: bool, atol: float,
+                rtol: float, max_mismatch_ratio: float, shape: tuple[int, ...]) -> TensorComparison:
+    """The verdict and its figures from the chunks' totals."""
+    mismatches, nonfinite_bad, max_abs, max_rel, any_nonzero, all_zero_out = totals
+    max_rel = max_rel if any_nonzero else (0.0 if max_abs == 0 else math.inf)
     ratio = mismatches / numel
     reason = None
     if nonfinite_bad:
@@ -115,11 +147,9 @@ def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_r
     elif all_zero_out and any_nonzero:
         reason = "output is all zeros but the reference is not"
     result = TensorComparison(reason is None, reason, numel, mismatches, ratio, nonfinite_bad, max_abs, max_rel)
-    if mismatches:
-        flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
-        result.first_bad_index = _unravel(flat, tuple(ref.shape))
-        result.first_bad_value = _scalar(o.reshape(-1)[flat])
-        result.first_bad_expected = _scalar(r.reshape(-1)[flat])
+    if first is not None:
+        result.first_bad_index = _unravel(first[0], shape)
+        result.first_bad_value, result.first_bad_expected = first[1], first[2]
         if result.reason:
             result.reason += f"; first at {tuple(result.first_bad_index)}: got {result.first_bad_value:.6g}, " \
                              f"expected {result.first_bad_expected:.6g}"

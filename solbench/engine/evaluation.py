@@ -56,7 +56,7 @@ from solbench.guards import (
     device_findings,
     other_process_work,
 )
-from solbench.settings import EXITING_PROCESS_GRACE_S, WORKER_START_TIMEOUT_S
+from solbench.settings import EXITING_PROCESS_GRACE_S, RELEASE_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
 from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
 
@@ -219,6 +219,18 @@ class CandidateSlot:
             return ""
         text = self.load_log[-log_bytes:] if self.client is None else self.client.read_log(self.log_start, log_bytes)
         return without_harness_root(text)
+
+    def release_pool(self) -> None:
+        """Between records: the worker's large device pool goes back (:meth:`WorkerClient.release_pool`),
+        holding the gate shared (freeing device memory synchronises the device: never inside a window).
+        A worker that does not answer is stopped: its lane starts another."""
+        if self.client is None or self.client.pool is None:
+            return
+        try:
+            with self.access("release"):
+                self.client.release_pool(RELEASE_TIMEOUT_S)
+        except WorkerFailure:
+            self.retire()
 
     def retire(self) -> None:
         if self.client is not None:

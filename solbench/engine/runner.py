@@ -338,6 +338,8 @@ class Runner:
             reasons.append(str(err))
             return None
         finally:
+            with ledger.phase("verdict_s"):
+                slot.release_pool()  # before the reservation ends: the next record admitted finds it free
             self.memory.release(held)
             with ledger.phase("verdict_s"):
                 self._free_device_memory(slot.owner, ledger)

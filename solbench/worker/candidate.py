@@ -128,7 +128,10 @@ def _absent(requirement: str) -> bool:
         import torch
 
         return not torch.cuda.is_available()
-    return importlib.util.find_spec(requirement) is None
+    try:
+        return importlib.util.find_spec(requirement) is None
+    except ModuleNotFoundError:  # a dotted name ("flash_attn.cute") whose parent package is absent
+        return True
 
 
 def _imports_triton(path: Path) -> bool:

@@ -358,6 +358,26 @@ class WorkerClient:
                 self._fall_back(f"the parent could not share device memory: {err}")
         send_encoded(self.sock, *encode_header(header), deadline, arena=self.arena)
 
+    def release_pool(self, timeout_s: float) -> bool:
+        """Between records: a device pool larger than ``SHRINK_BELOW`` goes back, the worker's mapping
+        and cache first (asked by a ``release`` request), then the parent's; the next request makes a
+        new one, outside any clock. Whether one went back. A pool sized for one record's burst (up to
+        4 GiB) was held, unused, while its lane waited for the next (H200, 2026-12-02: a dozen lanes'
+        pools left the records in flight short of memory)."""
+        from solbench.worker.devwire import SHRINK_BELOW
+
+        mapping = self.pool.mapping if self.pool is not None else None
+        if mapping is None or mapping.size <= SHRINK_BELOW:
+            return False
+        self.send({"op": "release"}, timeout_s)
+        reply = self.receive(timeout_s, 0)
+        if reply.get("ok") is not True:
+            raise WorkerFailure("protocol", f"the worker could not release its device pool: {reply.get('message')}")
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
+        return True
+
     def receive(self, timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:
         """The reply to the last request, or WorkerFailure (the worker is then gone)."""
         return self._guard(lambda deadline: self._receive(deadline, max_reply_bytes), timeout_s)

@@ -272,6 +272,13 @@ class WorkerPool:
         self.mapping = vmm.open_fd(fd, int(pool["bytes"]), device)
         self.chunk = pool.get("chunk")
 
+    def close(self) -> None:
+        """Let go of the pool (the parent's ``release`` between records): its memory goes back once the
+        parent lets go too; the next device-route request brings a new one."""
+        if self.mapping is not None:
+            self.mapping.close()
+        self.mapping, self.chunk, self._shared = None, None, []
+
     def index_of(self, t: Any) -> int | None:
         """Which request tensor ``t`` is (the very object handed out), or None."""
         if not self.active or self.error is not None:

@@ -44,6 +44,9 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
     per call], "findings": []}``.
 ``{"op": "burst_prepare", "calls": n, "expect": [...]}``
     Before a burst, untimed: room for its outputs, allocated and touched. -> ``{"ok": true}``.
+``{"op": "release"}``
+    Between records: the device pool shared with the parent (:mod:`solbench.worker.devwire`), the
+    burst's room and this process's cached device memory go back. -> ``{"ok": true}``.
 ``{"op": "ping"}``
     -> ``{"ok": true}`` at once: the parent's measure of an empty request's round trip.
 ``{"op": "exit"}``
@@ -339,6 +342,15 @@ class Worker:
         self._sync()
         return {"ok": True, "findings": self._findings("setup", {"args": args})}
 
+    def release(self, msg: dict) -> dict:
+        """Between records: what this worker holds on the device for them goes back (a pool sized for a
+        large record's burst would stay held while its lane waits for the next one)."""
+        self.timed_sets, self.burst_buffers = None, None
+        if self.pool is not None:
+            self.pool.close()
+        release_device_memory()
+        return {"ok": True}
+
     def handle(self, msg: dict) -> dict:
         """A ``call``, ``profile`` or ``time`` request: its plan, every call made by :func:`drive` from here."""
         op = msg.get("op")
@@ -513,7 +525,8 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
     pool = worker.pool = WorkerPool()
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}, "at": time.monotonic()})
     handlers = {"load": worker.load, "setup": worker.call_setup, "call": worker.handle, "time": worker.handle,
-                "profile": worker.handle, "burst": worker.handle, "burst_prepare": worker.burst_prepare, "ping": lambda msg: {"ok": True}}
+                "profile": worker.handle, "burst": worker.handle, "burst_prepare": worker.burst_prepare,
+                "release": worker.release, "ping": lambda msg: {"ok": True}}
     while True:
         pool.begin()
         msg = recv_message(sock, device=pool)

@@ -36,6 +36,33 @@ def test_random_perturbations_match_an_elementwise_count():
         assert cmp.max_abs_err == pytest.approx(float((out.double() - ref.double()).abs().max()))
 
 
+def test_a_comparison_in_chunks_gives_the_whole_tensors_figures(monkeypatch):
+    """Chunks of 7 elements (so every chunk edge cuts the tensors) against one chunk: the same verdict, counts,
+    maxima (NaN too), first mismatch and its place, over random tensors with NaN, Inf, zeros and misses."""
+    import solbench.engine.correctness as correctness
+
+    g = torch.Generator().manual_seed(5)
+    for case in range(120):
+        shape = (int(torch.randint(1, 9, (1,), generator=g)), int(torch.randint(1, 13, (1,), generator=g)))
+        ref = torch.randn(shape, generator=g)
+        out = ref + torch.randn(shape, generator=g) * 1e-2 * (case % 3)
+        for t in (out, ref):
+            special = torch.rand(shape, generator=g)
+            t[special < 0.05] = math.nan
+            t[(special > 0.95)] = math.inf
+            t[(special > 0.45) & (special < 0.5)] = 0.0
+        if case % 4 == 0:
+            out = torch.zeros(shape)
+        dtype = (torch.float32, torch.bfloat16, torch.int32)[case % 3]
+        out, ref = out.nan_to_num(0.0).to(dtype) if dtype == torch.int32 else out.to(dtype), \
+            ref.nan_to_num(0.0).to(dtype) if dtype == torch.int32 else ref.to(dtype)
+        monkeypatch.setattr(correctness, "COMPARE_CHUNK_NUMEL", 1 << 30)
+        whole = compare_tensors(out, ref, 1e-2, 1e-2, 0.1 * (case % 2)).as_dict()
+        monkeypatch.setattr(correctness, "COMPARE_CHUNK_NUMEL", 7)
+        chunked = compare_tensors(out, ref, 1e-2, 1e-2, 0.1 * (case % 2)).as_dict()
+        assert chunked == whole or (str(chunked) == str(whole)), (case, chunked, whole)
+
+
 def test_exact_output_passes_with_zero_tolerance():
     ref = torch.randn(5, 7, dtype=torch.bfloat16)
     cmp = compare_tensors(ref.clone(), ref, 0.0, 0.0)

@@ -160,7 +160,7 @@ def test_without_the_libraries_each_adapter_is_one_skipped_line():
         lines: list[str] = []
         (item,) = plan_run([path.parents[1]], log=lines.append)
         assert path.name not in [c.path.name for c in item.candidates]
-        module = "quack" if path in QUACK else "flash_attn"
+        module = "quack" if path in QUACK else "flash_attn.cute"
         problem = f"{path.parents[2].name}.{path.parents[1].name}"
         assert f"skipped: {problem} {path.name}: needs {module}, not installed here " \
                "(install it to run this candidate)" in lines

@@ -335,3 +335,53 @@ def test_a_reply_whose_shared_file_cannot_be_made_is_a_failure_reply_not_a_dead_
         send_message(a, {"op": "exit"}, deadline)
         server.join(10)
     assert not server.is_alive()
+
+
+class _FakeMapping:
+    def __init__(self, size: int):
+        self.size, self.closed = size, 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class _FakeParentPool:
+    def __init__(self, size: int):
+        self.mapping, self.closed = _FakeMapping(size), 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def resolve(self, reply):
+        return reply
+
+
+def test_worker_pool_close_lets_go_of_its_mapping_and_the_next_request_needs_a_new_pool():
+    pool = WorkerPool()
+    mapping = _FakeMapping(1 << 30)
+    pool.mapping, pool.chunk = mapping, 4
+    pool.close()
+    assert mapping.closed == 1 and pool.mapping is None and pool.chunk is None
+    pool.begin()
+    pool.read({"chunk": 4}, [("float32", (2,), 8)], None)  # the old chunk is gone: refused, not served
+    assert pool.error and "not mapped" in pool.error
+
+
+def test_between_records_a_large_pool_goes_back_worker_first_and_a_small_one_is_kept():
+    """The worker answers ``release`` (its mapping and cache back), then the parent lets go of its side; a pool
+    up to SHRINK_BELOW is kept (no round trip for small records)."""
+    from solbench.worker.devwire import SHRINK_BELOW
+
+    client = WorkerClient("cpu", reads=(str(CANDIDATES),))
+    client.spawn()
+    try:
+        client.wait_ready(120)
+        small = client.pool = _FakeParentPool(SHRINK_BELOW)
+        assert client.release_pool(30) is False and client.pool is small and small.closed == 0
+        big = client.pool = _FakeParentPool(SHRINK_BELOW + 1)
+        assert client.release_pool(30) is True
+        assert client.pool is None and big.closed == 1
+        client.send({"op": "ping"}, 30)  # the worker is still serving
+        assert client.receive(30, 0) == {"ok": True}
+    finally:
+        client.close()

@@ -295,7 +295,7 @@ def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatc
             handled.append(msg["op"])
             return {"ok": True, "stacked": [torch.zeros(4)]}
 
-        load = call_setup = burst_prepare = handle
+        load = call_setup = burst_prepare = release = handle
 
     monkeypatch.setattr(worker_main, "release_device_memory", lambda: released.append(list(handled)))
     a, b = socket.socketpair()
@@ -309,6 +309,29 @@ def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatc
     send_message(a, {"op": "exit"})
     done.join(5)
     assert released == [ops[:3], ops]  # right after each burst (its reply sent), after no other request
+
+
+def test_release_drops_the_workers_pool_burst_room_and_cached_memory(monkeypatch):
+    """``release`` between records: the pool's mapping closed, the burst's room and last sets dropped, the
+    allocator's cache emptied; the worker answers ok."""
+    import solbench.worker.main as worker_main
+    from solbench.worker.devwire import WorkerPool
+
+    class Mapping:
+        closed = 0
+
+        def close(self):
+            Mapping.closed += 1
+
+    released = []
+    monkeypatch.setattr(worker_main, "release_device_memory", lambda: released.append(True))
+    worker = worker_main.Worker(timing=None)
+    worker.pool = WorkerPool()
+    worker.pool.mapping, worker.pool.chunk = Mapping(), 2
+    worker.burst_buffers, worker.timed_sets = [[torch.zeros(2)]], [[torch.zeros(2)]]
+    assert worker.release({"op": "release"}) == {"ok": True}
+    assert Mapping.closed == 1 and worker.pool.mapping is None and worker.pool.chunk is None
+    assert worker.burst_buffers is None and worker.timed_sets is None and released == [True]
 
 
 def test_a_senders_arena_carries_message_after_message_in_one_sealed_file():
