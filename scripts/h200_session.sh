@@ -157,6 +157,13 @@ for s in "${STEPS[@]}"; do
       # workload, appended to the day's file, skipping what it already holds
       step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
+    hard_baselines)
+      # issue 29: the hard problems' SOL targets against their library baselines: every workload, the
+      # shipped Triton kernel and each baseline (flex_attention paged/sliding decode, grouped_mm, fla) side by side
+      step hard_baselines timeout ${HARD_TIMEOUT:-240} python3 scripts/run_library.py -o "$RES/hard_baselines_$STAMP.jsonl" \
+        --only llama3_1_8b.paged_attention_decode llama3_1_8b.varlen_prefill_attention qwen3_30b_a3b.moe_grouped_gemm \
+        deepseek_v3.mla_paged_decode mistral_7b.attention_decode_sliding_window qwen3_next_80b_a3b.gated_delta_rule_decode \
+        --include 'lib_*' 'triton_*' --budget 0.2 --timeout 120 ;;
     baselines)
       # issue 29: every library baseline (lib_*.py: PyTorch's SDPA backends, flex_attention, _grouped_mm,
       # _scaled_mm; Liger where carried) at each problem's smallest and largest workload
