@@ -51,6 +51,7 @@ from solbench.engine.pipeline import (
     Lane,
     MemoryGate,
     cases_bytes,
+    compact_allocator,
     default_hosts,
     default_in_flight,
     free_bytes_of,
@@ -145,6 +146,7 @@ class Runner:
             # (the secret base seed, the reference outputs).
             make_undumpable()
         if self.options.device.startswith("cuda"):
+            compact_allocator()  # before the parent's first allocation
             self._use_device()
         self.environment = collect_environment(self.options.device)
         self.environment["seed"] = self.options.seed  # null: a random seed, kept secret

@@ -532,3 +532,22 @@ def test_cases_cache_holds_a_value_being_made_and_kept_for_a_later_lane():
     assert cache.take(problem, n4, lambda: seen.append(cache.holds(problem, n4)) or "cases") == "cases"
     assert seen == [True] and cache.holds(problem, n4)  # being made, then kept for the second lane
     assert cache.take(problem, n4, lambda: "made again") == "cases" and not cache.holds(problem, n4)
+
+
+def test_the_parents_allocator_is_made_to_give_free_pieces_back(monkeypatch):
+    """On a GPU the parent's allocator maps segments in pieces (its cache emptied, every free piece goes back);
+    a torch without the setting is left as it is."""
+    import torch
+
+    from solbench.engine.pipeline import compact_allocator
+
+    seen = []
+    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", seen.append)
+    compact_allocator()
+    assert seen == ["expandable_segments:True"]
+
+    def refuse(setting):
+        raise RuntimeError("unknown allocator setting")
+
+    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", refuse)
+    compact_allocator()  # no error
