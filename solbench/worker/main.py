@@ -320,6 +320,9 @@ class Worker:
 
             torch.cuda.init()
             torch.cuda.set_device(torch.device(self.device).index or 0)  # "cuda" in candidates means this one
+            from solbench.timing.cuda import prewarm
+
+            prewarm(torch.cuda.current_device())  # before the candidate's code; untimed (the load's hold is shared)
         try:
             self.run, self.setup = load_entry_points(msg["path"])
             check_entry_points(msg["path"], self.run, self.setup, msg.get("inputs"), str(msg.get("problem") or ""))

@@ -238,3 +238,29 @@ def test_split_calls_tells_the_start_spin_by_its_length():
     assert call_stats(calls[0], 7)["span_s"] == pytest.approx(22e-6)  # its spin start to its fill end
     # The name-only rule takes the candidate's spin for an end marker and loses the samples.
     assert len(split_calls(timeline, ["flush"], "spin", end_name="spin")) != 2
+
+
+def test_prewarm_builds_a_first_timings_singletons_once_and_leaves_a_failure_for_the_timing(monkeypatch):
+    """At a worker's load, outside any timing window: the clock probe, the top clock and the L2 reset are made
+    and cached under the keys the timing reads; one that fails is not cached (the timing meets and reports it)."""
+    import solbench.timing.clockprobe as clockprobe
+    import solbench.timing.cuda as tcuda
+
+    made = []
+
+    class Probe:
+        def __init__(self, device):
+            made.append(("probe", device.index))
+
+    def no_nvml(index):
+        raise RuntimeError("NVML not found")
+
+    monkeypatch.setattr(tcuda, "_CACHE", {})
+    monkeypatch.setattr(clockprobe, "ClockProbe", Probe)
+    monkeypatch.setattr(clockprobe, "nvml_max_sm_mhz", no_nvml)
+    monkeypatch.setattr(tcuda, "_PersistingL2Reset", lambda: made.append(("l2", None)) or "reset")
+    tcuda.prewarm(3)
+    assert made == [("probe", 3), ("l2", None)]
+    assert set(tcuda._CACHE) == {"probe3", "l2_reset"}  # the keys _Setup reads; max_mhz3 failed: not cached
+    tcuda.prewarm(3)
+    assert len(made) == 2  # cached: made once per process
