@@ -157,6 +157,10 @@ for s in "${STEPS[@]}"; do
       # workload, appended to the day's file, skipping what it already holds
       step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
+    sampling_check)
+      # issue 29: top_k_top_p_sampling's eager and Triton kernel at every workload, its logits no longer tiny
+      step sampling_check timeout ${SAMPLING_TIMEOUT:-90} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
+        --only llama3_1_8b.top_k_top_p_sampling --include 'torch_eager*' 'triton_*' --budget 0.2 --timeout 60 ;;
     hard_baselines)
       # issue 29: the hard problems' SOL targets against their library baselines: every workload, the
       # shipped Triton kernel and each baseline (flex_attention paged/sliding decode, grouped_mm, fla) side by side

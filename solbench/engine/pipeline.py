@@ -163,8 +163,10 @@ def compact_allocator() -> None:
     The parent's setting only: the workers, whose allocations the candidates make, keep torch's default."""
     import torch
 
+    # torch >= 2.10 names it per accelerator (the CUDA one warns that it is deprecated)
+    setting = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
     try:
-        torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+        setting("expandable_segments:True")
     except (AttributeError, RuntimeError):  # a torch without the setting: its allocator as it is
         pass
 

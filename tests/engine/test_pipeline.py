@@ -543,6 +543,7 @@ def test_the_parents_allocator_is_made_to_give_free_pieces_back(monkeypatch):
 
     seen = []
     monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", seen.append)
+    monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", seen.append, raising=False)
     compact_allocator()
     assert seen == ["expandable_segments:True"]
 
@@ -550,4 +551,5 @@ def test_the_parents_allocator_is_made_to_give_free_pieces_back(monkeypatch):
         raise RuntimeError("unknown allocator setting")
 
     monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", refuse)
+    monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", refuse, raising=False)
     compact_allocator()  # no error
