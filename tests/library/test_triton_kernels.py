@@ -387,3 +387,37 @@ def test_tma_gate_up_swiglu(t: int, subtile: bool) -> None:
     out = mod.tma_gate_up_swiglu(x, w, config=config)
     proj = x.double() @ w.double().t()
     assert_close(out, swiglu_f32(proj[:, :f], proj[:, f:]), atol=1e-2, rtol=2e-2)
+
+
+def _plain_globals_read_in_jit(path: Path) -> list[str]:
+    """Module-level names a @triton.jit function reads that are not ``tl.constexpr(...)`` (nor functions)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    plain = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+             if isinstance(t, ast.Name) and not (isinstance(node.value, ast.Call)
+                                                  and ast.unparse(node.value.func).endswith("constexpr"))}
+    found = []
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        if not any("jit" in ast.unparse(d) for d in fn.decorator_list):
+            continue
+        local = {a.arg for a in fn.args.args} | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+                                                 and isinstance(n.ctx, ast.Store)}
+        found += sorted({f"{fn.name} reads {n.id}" for n in ast.walk(fn) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Load) and n.id in plain and n.id not in local})
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "problems").glob("*/*/solutions/*.py")), ids=lambda p: p.parent.parent.name)
+def test_jitted_functions_read_only_constexpr_globals(path):
+    """The interpreter (these CPU tests) lets a @triton.jit function read any module global; the compiler
+    refuses all but ``tl.constexpr`` ones (H200, 2026-12-02: the top-k sampler's ``LOW`` failed to compile
+    on every workload). Checked in the source, so the CPU catches it."""
+    assert _plain_globals_read_in_jit(path) == [], path
+
+
+def test_the_constexpr_global_check_finds_a_plain_global(tmp_path):
+    bad = tmp_path / "k.py"
+    bad.write_text("import triton\nimport triton.language as tl\nLOW = 7\nOK = tl.constexpr(3)\n\n"
+                   "@triton.jit\ndef k(x):\n    y = LOW + OK\n    return y\n")
+    assert _plain_globals_read_in_jit(bad) == ["k reads LOW"]

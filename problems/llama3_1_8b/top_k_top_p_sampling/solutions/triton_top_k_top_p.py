@@ -18,7 +18,7 @@ import triton.language as tl
 import solbench
 
 MAX_K = 1024
-LOW = 2147483647  # 2^31 - 1: the low word is LOW - id
+LOW = tl.constexpr(2147483647)  # 2^31 - 1: the low word is LOW - id (a constexpr: a jitted function reads it)
 _eager = solbench.load_sibling(__file__, "torch_eager.py").run
 
 
