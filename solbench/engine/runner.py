@@ -306,12 +306,10 @@ class Runner:
         self._emit(record, ledger)
 
     def _not_run(self, err: DeviceMemoryShort, slot: CandidateSlot) -> None:
-        """A record the device cannot hold, even alone: said now, and again as the run's error once
-        every other record is written (the run goes on without it)."""
-        line = without_harness_root(f"{err} ({slot.candidate.name})")
+        """A record the device cannot hold, even alone: the run goes on without it and ends with it as
+        its error, once every other record is written."""
         with self._lock:
-            self.not_run.append(line)
-        print(f"not run: {line}", file=sys.stderr, flush=True)
+            self.not_run.append(without_harness_root(f"{err} ({slot.candidate.name})"))
 
     def _attempt(self, slot: CandidateSlot, problem: Problem, workload: Workload, ledger: Ledger,
                  scale: int, alone: bool, reasons: list[str]) -> ResultRecord | None:

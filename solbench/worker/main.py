@@ -320,7 +320,7 @@ class Worker:
 
             torch.cuda.init()
             torch.cuda.set_device(torch.device(self.device).index or 0)  # "cuda" in candidates means this one
-            from solbench.timing.cuda import prewarm
+            from solbench.timing import prewarm
 
             prewarm(torch.cuda.current_device())  # before the candidate's code; untimed (the load's hold is shared)
         try:

@@ -394,10 +394,10 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
 
 
 @pytest.mark.slow
-def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_goes_on(tmp_path, capsys):
+def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_goes_on(tmp_path):
     """Short of memory beside others, twice, then alone: the device is too small for it. The run goes on
-    (H200, 2026-12-02: one such workload ended a library pass), says so at once, and ends with one error
-    line naming it, after every other record is written."""
+    (H200, 2026-12-02: one such workload ended a library pass) and ends with one error naming it, after
+    every other record is written."""
     options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
     out = tmp_path / "r.jsonl"
     runner = Runner(options, out)
@@ -417,7 +417,6 @@ def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_
     assert len(tries) == 3 and tries[-1] >= runner.memory.budget  # twice beside others, then alone
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["workload"], r["status"]) for r in written] == [("n32", "PASSED")], [r["reason"] for r in written]
-    assert "not run: " in capsys.readouterr().err
 
 
 def test_before_a_record_runs_alone_idle_lanes_and_hosts_give_their_device_memory_back(tmp_path):
