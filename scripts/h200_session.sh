@@ -87,6 +87,10 @@ FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT
 # The fifth session's last call (~8.5 min): the profile pairs, the library's pace after the parent's /proc scans,
 # comparisons and memory admission changed, then the eager extremes resumed (decoder_layer's fix among them).
 FINAL_B="env profile_throughput throughput eager_resume"  # PROFILE_BOX=140 PROFILE_TIMEOUT=175 LIB_TIMEOUT=160 THROUGHPUT_ARGS='--time-box 100' EAGER_TIMEOUT=170
+# The next session's first call (~6 min): what the sixth session changed and could not re-run (qwen3
+# qk_norm_rope's new eager at decode_b1, the top-k sampler's Triton kernel), the hard problems' kernels
+# against their baselines again, then the library's pace (the timing windows are the next lever).
+NEXT_A="env eager_resume sampling_check hard_baselines throughput"  # EAGER_TIMEOUT=90 HARD_TIMEOUT=150 LIB_TIMEOUT=200 THROUGHPUT_ARGS='--time-box 130'
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -97,6 +101,7 @@ for s in "$@"; do
     verify_d) STEPS+=($VERIFY_D) ;;
     final_a) STEPS+=($FINAL_A) ;;
     final_b) STEPS+=($FINAL_B) ;;
+    next_a) STEPS+=($NEXT_A) ;;
     *) STEPS+=("$s") ;;
   esac
 done

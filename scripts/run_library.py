@@ -35,6 +35,16 @@ class LineProgress:
         return lambda *a, **k: None
 
 
+def drop_done(item, done: set[tuple[str, str, str, str]]) -> None:
+    """Leave in ``item`` only the workloads and candidates with a (workload, candidate) pair not in ``done``:
+    (problem, workload, candidate, the candidate file's sha256) of a PASSED record."""
+    name = item.problem.name
+    item.workloads = [w for w in item.workloads
+                      if any((name, w.name, c.name, c.sha256) not in done for c in item.candidates)]
+    item.candidates = [c for c in item.candidates
+                       if any((name, w.name, c.name, c.sha256) not in done for w in item.workloads)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default="problems")
@@ -54,13 +64,16 @@ def main() -> int:
                     help="(problem, candidate) lanes at once; only timing windows are exclusive (0: by core count)")
     ap.add_argument("--resume", action="store_true",
                     help="skip the (problem, workload, candidate) triples the output file already has a PASSED "
-                         "record of (the others run again: the code may have changed since)")
+                         "record of, made with the file as shipped now (the others run again: the code "
+                         "may have changed since)")
     args = ap.parse_args()
 
-    done: set[tuple[str, str, str]] = set()
+    done: set[tuple[str, str, str, str]] = set()
     if args.resume and Path(args.output).exists():
         records, _ = read_records([args.output])  # a torn last line is skipped: that triple runs again
-        done = {(r["problem"], r.get("workload"), r.get("solution")) for r in records if r.get("status") == "PASSED"}
+        # A PASSED record of another version of the file does not count: the shipped one runs again.
+        done = {(r["problem"], r.get("workload"), r.get("solution"), r.get("solution_sha256"))
+                for r in records if r.get("status") == "PASSED"}
     files = find_problems(args.problems)
     plan = plan_run(files)
     keep = []
@@ -77,11 +90,7 @@ def main() -> int:
             pick = max if args.largest else min
             item.workloads = [pick(item.workloads, key=lambda w: item.problem.auto_bytes(item.problem.resolve_axes(w)))]
         if done:
-            name = item.problem.name
-            item.workloads = [w for w in item.workloads
-                              if any((name, w.name, c.name) not in done for c in item.candidates)]
-            item.candidates = [c for c in item.candidates
-                               if any((name, w.name, c.name) not in done for w in item.workloads)]
+            drop_done(item, done)
         if item.candidates and item.workloads:
             keep.append(item)
     keep.sort(key=lambda i: not any(fnmatch.fnmatch(i.problem.name, g) for g in args.first))

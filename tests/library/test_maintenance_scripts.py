@@ -28,3 +28,20 @@ def test_render_model_layers_checks_and_reports_errors(tmp_path, capsys):
 
 def test_update_problems_readme_check_passes():
     assert load_module(SCRIPTS / "update_problems_readme.py", "update_problems_readme").main(["--check"]) == 0
+
+
+def test_run_library_resume_skips_only_pairs_passed_with_the_shipped_file():
+    """A PASSED record counts for --resume only when its solution_sha256 is the shipped file's: a record of an
+    earlier version (H200, 2026-12-02: qk_norm_rope's eager changed after its decode_b1 record) runs again."""
+    from solbench.api import plan_run
+
+    drop_done = load_module(SCRIPTS / "run_library.py", "run_library").drop_done
+    folder = Path(__file__).resolve().parents[2] / "problems" / "qwen3_30b_a3b" / "qk_norm_rope"
+    (item,) = plan_run([folder])
+    eager = next(c for c in item.candidates if c.name == "torch_eager")
+    item.candidates = [eager]
+    first, rest = item.workloads[0], item.workloads[1:]
+    done = {(item.problem.name, w.name, "torch_eager", eager.sha256) for w in rest}
+    done.add((item.problem.name, first.name, "torch_eager", "0" * 64))  # an earlier version of the file
+    drop_done(item, done)
+    assert [w.name for w in item.workloads] == [first.name] and item.candidates == [eager]
