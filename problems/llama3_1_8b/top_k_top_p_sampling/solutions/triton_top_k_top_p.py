@@ -36,7 +36,7 @@ def _chunk_topk_kernel(logits, cand, V, NCHUNK, CHUNK: tl.constexpr, KC: tl.cons
     x = tl.load(logits + b.to(tl.int64) * V + ids, mask=ok, other=float("-inf"))
     bits = x.to(tl.int32, bitcast=True)
     ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # int32 order == float order
-    key = (ordered.to(tl.int64) << 32) + (LOW - ids).to(tl.int64)
+    key = (ordered.to(tl.int64) << 32) + ((-ids).to(tl.int64) + LOW)  # tensor first: the interpreter's constexpr - tensor is a constexpr
     top = tl.topk(key, KC)
     tl.store(cand + (b * NCHUNK + c).to(tl.int64) * KC + tl.arange(0, KC), top)
 
@@ -49,7 +49,7 @@ def _sample_kernel(cand, u, out, top_k, top_p, temperature, NC: tl.constexpr, KC
     rank = tl.arange(0, KC)
     ordered = (top >> 32).to(tl.int32)
     x = tl.where(ordered >= 0, ordered, ordered ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
-    ids = (LOW - _low_word(top)).to(tl.int32)
+    ids = (-_low_word(top) + LOW).to(tl.int32)
     kept = rank < top_k
     z = x / temperature
     z_max = tl.max(tl.where(kept, z, float("-inf")), 0)
