@@ -45,3 +45,30 @@ def test_run_library_resume_skips_only_pairs_passed_with_the_shipped_file():
     done.add((item.problem.name, first.name, "torch_eager", "0" * 64))  # an earlier version of the file
     drop_done(item, done)
     assert [w.name for w in item.workloads] == [first.name] and item.candidates == [eager]
+
+
+def test_eager_extremes_counts_only_records_of_the_shipped_file(tmp_path, capsys):
+    """issue 29's check: a PASSED GPU record at each extreme, made with the torch_eager file as shipped now."""
+    import hashlib
+    import json
+
+    module = load_module(SCRIPTS / "eager_extremes.py", "eager_extremes")
+    folder = Path(__file__).resolve().parents[2] / "problems" / "qwen3_30b_a3b" / "qk_norm_rope"
+    sha = hashlib.sha256((folder / "solutions" / "torch_eager.py").read_bytes()).hexdigest()
+    results = tmp_path / "results"
+    results.mkdir()
+    assert module.main([str(results), "--problems", str(folder)]) == 1  # nothing measured: both extremes missing
+
+    def record(workload, digest, status="PASSED", device="cuda"):
+        return json.dumps({"problem": "qwen3_30b_a3b.qk_norm_rope", "workload": workload, "solution": "torch_eager",
+                           "status": status, "device_type": device, "solution_sha256": digest})
+
+    lines = [record("decode_b1", "0" * 64), record("prefill_b4_s4096", sha), record("decode_b1", sha, device="cpu")]
+    (results / "a.jsonl").write_text("\n".join(lines) + "\n")
+    found, missing = module.missing_extremes(folder, results)
+    assert found == 1 and missing == ["qwen3_30b_a3b.qk_norm_rope decode_b1: no PASSED record of the shipped "
+                                      "torch_eager (earlier versions passed)"]
+    (results / "b.jsonl").write_text(record("decode_b1", sha) + "\n")
+    capsys.readouterr()
+    assert module.main([str(results), "--problems", str(folder)]) == 0
+    assert "2 of 2 extremes PASSED" in capsys.readouterr().out
