@@ -82,13 +82,14 @@ def compare_tensors(out: Any, ref: Any, atol: float, rtol: float, max_mismatch_r
     if numel == 0:
         return TensorComparison(True, None, 0, 0, 0.0, 0, 0.0, 0.0)
     flat_out, flat_ref = out.detach().reshape(-1), ref.detach().reshape(-1)
+    place = _compare_place(ref, numel)  # the whole tensor's: every chunk is compared as the whole would be
     exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
     # mismatches, non-finite ones, max |err|, max rel err, any non-zero reference, all-zero output
     totals = [0, 0, 0.0, 0.0, False, True]
     first = None  # the first mismatch: flat index, got, expected
     for at in range(0, numel, COMPARE_CHUNK_NUMEL):
         stats, bad = _compare_chunk(flat_out[at:at + COMPARE_CHUNK_NUMEL], flat_ref[at:at + COMPARE_CHUNK_NUMEL],
-                                    numel, exact, atol, rtol, locate=first is None)
+                                    place, exact, atol, rtol, locate=first is None)
         totals = [totals[0] + stats[0], totals[1] + stats[1], _max(totals[2], stats[2]), _max(totals[3], stats[3]),
                   totals[4] or stats[4], totals[5] and stats[5]]
         if bad is not None:
@@ -101,19 +102,24 @@ def _max(a: float, b: float) -> float:
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
-def _compare_chunk(out: Any, ref: Any, numel: int, exact: bool, atol: float, rtol: float,
-                   locate: bool) -> tuple[list[Any], tuple[int, float, float] | None]:
-    """One chunk's figures, read back at once (float64: exact counts; one wait for the device, not one per
-    figure), and where its first mismatch is when ``locate``. The precision and the place are the whole
-    tensor's (``numel``): a chunk is compared as the whole would be."""
+def _compare_place(ref: Any, numel: int) -> tuple[Any, Any]:
+    """Where and in which precision a comparison of ``numel`` elements of ``ref`` runs (the module docstring)."""
     import torch
 
     if ref.is_cuda and numel > GPU_COMPARE_NUMEL:
-        dev, dt = ref.device, torch.float32
-    elif ref.is_cuda and numel > DEVICE_FLOAT64_NUMEL:
-        dev, dt = ref.device, torch.float64
-    else:
-        dev, dt = torch.device("cpu"), torch.float64
+        return ref.device, torch.float32
+    if ref.is_cuda and numel > DEVICE_FLOAT64_NUMEL:
+        return ref.device, torch.float64
+    return torch.device("cpu"), torch.float64
+
+
+def _compare_chunk(out: Any, ref: Any, place: tuple[Any, Any], exact: bool, atol: float, rtol: float,
+                   locate: bool) -> tuple[list[Any], tuple[int, float, float] | None]:
+    """One chunk's figures, read back at once (float64: exact counts; one wait for the device, not one per
+    figure), and where its first mismatch is when ``locate``; compared on ``place`` (device, dtype)."""
+    import torch
+
+    dev, dt = place
     o, r = out.to(dev).to(dt), ref.to(dev).to(dt)
     diff = (o - r).abs()
     fin_o, fin_r = torch.isfinite(o), torch.isfinite(r)

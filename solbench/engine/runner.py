@@ -199,23 +199,30 @@ class Runner:
     def run(self, plan: list[PlanItem]) -> list[ResultRecord]:
         """Run a whole plan (every item's lanes, pipelined); the records, in the order they were made."""
         self.progress.begin(sum(len(p.workloads) * len(p.candidates) for p in plan))
+        before = len(self.not_run)
         with stop_on_signals():
             try:
                 self._run_lanes(lanes_of(plan))
             finally:
                 self.discard_started()
                 self.close_hosts()
-        if self.not_run:  # after every other record: the run's one error line, a non-zero exit
-            raise DeviceMemoryShort(self.not_run)
+        self._raise_not_run(before)
         return self.records
 
     def run_item(self, item: PlanItem, upcoming: PlanItem | None = None) -> list[ResultRecord]:
         """Run one item (a problem, its workloads, its candidates); ``upcoming``, the item expected
         next, gets workers started ahead meanwhile. Its records, also handed to progress and hooks."""
-        before = len(self.records)
+        before, missed = len(self.records), len(self.not_run)
         self.discard_started(keep={(item.problem.name, str(c.path)) for c in item.candidates})
         self._run_lanes(lanes_of([item]), lanes_of([upcoming]) if upcoming is not None else [])
+        self._raise_not_run(missed)
         return self.records[before:]
+
+    def _raise_not_run(self, since: int) -> None:
+        """The records this run or item could not hold even alone, as its error once every other record
+        is written (a dispatched item reports it as the item's error)."""
+        if len(self.not_run) > since:
+            raise DeviceMemoryShort(self.not_run[since:])
 
     def stop(self) -> None:
         """Start no new record (from any thread): those in flight finish and are written, the run returns."""
@@ -320,7 +327,9 @@ class Runner:
         made = cases_bytes(problem, workload, self.options.rounds) if self.cases.holds(problem, workload) else 0
         held = self.memory.acquire(need, ledger, alone=alone, free_need=max(need - made, 0))
         if alone:
+            began = ledger.clock()  # less the gate waits inside, which the gate charges itself
             self._clear_device(slot, ledger)
+            ledger.wait("memory_wait_s", ledger.clock() - began)  # part of waiting for the memory
         try:
             with memory_retried(not alone):  # a device pool short of memory: the record retried, not moved to memfd
                 with ledger.phase("cases_s"):

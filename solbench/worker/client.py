@@ -373,9 +373,8 @@ class WorkerClient:
         reply = self.receive(timeout_s, 0)
         if reply.get("ok") is not True:
             raise WorkerFailure("protocol", f"the worker could not release its device pool: {reply.get('message')}")
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.close()
+        self.pool.close()
+        self.pool = None
         return True
 
     def receive(self, timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:

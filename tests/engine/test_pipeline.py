@@ -419,6 +419,29 @@ def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_
     assert [(r["workload"], r["status"]) for r in written] == [("n32", "PASSED")], [r["reason"] for r in written]
 
 
+@pytest.mark.slow
+def test_a_dispatched_item_reports_its_record_not_run_as_its_error(tmp_path):
+    """run_item (an executor's item) ends with the records it could not hold as its error, the others written."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    out = tmp_path / "r.jsonl"
+    runner = Runner(options, out)
+    make = runner._make_cases
+
+    def too_big(problem, workload, ledger):
+        if workload.name == "n4":
+            raise DeviceMemoryShort([f"{problem.name}: workload n4: needs at least 9.0 GiB but cpu has 1.0 GiB free"])
+        return make(problem, workload, ledger)
+
+    runner._make_cases = too_big
+    problem = load_problem(TINY / "scaled_add")
+    item = PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))
+    with pytest.raises(DeviceMemoryShort, match="workload n4"):
+        runner.run_item(item)
+    assert [json.loads(line)["workload"] for line in out.read_text().splitlines()] == ["n32"]
+    item.workloads = problem.workloads[1:2]
+    assert [r.workload for r in runner.run_item(item)] == ["n32"]  # an earlier item's miss is not this one's
+
+
 def test_before_a_record_runs_alone_idle_lanes_and_hosts_give_their_device_memory_back(tmp_path):
     """Idle lanes' workers (their caches, the pools they map) and idle hosts are stopped; the lane about
     to run alone keeps its worker, a lane not yet loaded is left as it is, a lent host is kept."""
