@@ -17,7 +17,8 @@ every so many seconds; pipelined, a record's own wall is longer). ``phases_s``: 
 ``harness`` phases summed (:mod:`solbench.engine.ledger`), with ``unaccounted_s`` (their walls less
 their phases). ``gate``: the seconds timing windows held the device alone, and their share of the
 run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples;
-``edge`` is what the edge rounds took of it (``--no-edge`` runs without them). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
+``edge`` is what the edge rounds took of it (``--no-edge`` runs without them); ``window`` where the timing
+windows (the device held alone) went, by part (``harness.window``). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
 
     python benchmarks/library_throughput.py --budget 0.3 -o results/h200/library_throughput.json
     python benchmarks/library_throughput.py --device cpu --only 'llama3_1_8b.rms*' --smallest-only
@@ -135,6 +136,17 @@ def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
 
 
+def window_parts(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where the records' timing windows went (``harness.window``): each part's total and median, seconds."""
+    windows = [r["window"] for r in rows if r.get("window")]
+    if not windows:
+        return None
+    names = sorted({k for w in windows for k in w})
+    return {"records": len(windows),
+            "total_s": {k: round(sum(w.get(k) or 0.0 for w in windows), 3) for k in names},
+            "median_s": {k: round(statistics.median(w.get(k) or 0.0 for w in windows), 4) for k in names}}
+
+
 class Tally:
     """Progress hooks: one row per record, and the summary rewritten to ``path`` after each."""
 
@@ -167,6 +179,7 @@ class Tally:
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
+                          "window": harness.get("window"),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
@@ -190,7 +203,7 @@ class Tally:
             "steady_records_per_min": (round((len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0]) * 60, 2)
                                        if len(self.stamps) > 2 else None),
             "statuses": dict(self.statuses), "overhead_by_size": overhead_by_size(self.rows),
-            "edge": edge_share(self.rows),
+            "edge": edge_share(self.rows), "window": window_parts(self.rows),
             "goal": GOAL | {"met": bool(complete and wall <= GOAL["wall_s_max"] and problems >= GOAL["problems_min"]
                                         and steady is not None and steady <= GOAL["steady_median_record_s_max"])},
             "rows": self.rows,

@@ -50,6 +50,9 @@ EXECUTOR_EXIT_WAIT_S = 10.0  # a local executor process's exit after it was told
 EXECUTOR_JOIN_S = 60.0  # the driver's wait for an executor's thread at the end of a run
 GATE_LONG_JOIN_S = 2.0  # a long request joins those in flight while the first waiting timing waited less
 FREE_POLL_S = 0.25  # how often a record waiting for free device memory reads it again (solbench.engine.pipeline)
+# Lanes in flight share the parent's interpreter: a thread back from the worker waits for the GIL while
+# another runs Python, up to the switch interval (5 ms by default), at every reply inside a timing window.
+LANE_SWITCH_INTERVAL_S = 0.0005
 WINDOW_STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
 TELEMETRY_JOIN_S = 1.0  # the wait for the telemetry sampler's thread when it stops
 PARENT_POLL_S = 1.0  # how often an executor checks its driver is alive

@@ -354,6 +354,17 @@ class HarnessPhases(_Strict):
 HARNESS_PHASES: tuple[str, ...] = tuple(HarnessPhases.model_fields)
 
 
+class WindowParts(_Strict):
+    """``harness.window``: where the record's timing window went, the device held alone (diagnostic: these
+    seconds are part of ``timing_request_s`` and ``burst_s``)."""
+
+    alone_s: float = _req("the window: from the device held alone to its release after the first burst")
+    telemetry_s: float | None = _f("NVML's telemetry sampler started and stopped around the timing request")
+    request_s: float | None = _f("the timing request: sent, timed in the worker, its reply read")
+    check_s: float | None = _f("the reply's findings, the worker's processes and its statistics restated")
+    burst_s: float | None = _f("the first burst: its pings, its calls and the outside view around them")
+
+
 class Harness(HarnessPhases):
     """``harness``: seconds the harness spent on this record, by phase (not the candidate's time), and the
     route its tensors took."""
@@ -363,6 +374,7 @@ class Harness(HarnessPhases):
     worker_start_s: float | None = _f("the worker's whole start (mostly before this record began)")
     edge_prepare_s: float | None = _f("making the edge rounds' inputs and references (part of cases_s)")
     jit_cache_restored_bytes: int | None = _f("bytes of JIT caches restored for the worker's first record")
+    window: WindowParts | None = _f("where the timing window (the device held alone) went")
     transport: str | None = _f("device or memfd: how tensors moved to the worker")
     transport_fallback: str | None = _f("why memfd, where device was asked for")
     memory_retries: list[str] | None = _f("why each try counted in memory_retry_s ran out of memory (first 300 "

@@ -157,6 +157,54 @@ def draw_burst(cases: WorkloadCases, calls: int, attempt: int, fresh: dict[str, 
     return BurstPlan(calls, attempt, edits)
 
 
+def first_calls(cases: WorkloadCases) -> int:
+    """The most calls a GPU's first burst asks for, whatever the claim (the claim's floor is ``GPU_MIN_CALL_S``)."""
+    return call_count(0.0, output_bytes(cases), "cuda")
+
+
+def truncated(bp: BurstPlan, calls: int) -> BurstPlan:
+    """The plan's first ``calls`` calls: drawn call by call, so a prefix is a plan of that many calls."""
+    edits = {}
+    for name, (at, index, values) in bp.edits.items():
+        keep = at < calls
+        if bool(keep.any()):
+            edits[name] = (at[keep], index[keep.to(index.device)], values[keep.to(values.device)])
+    return BurstPlan(calls, bp.attempt, edits)
+
+
+@dataclass
+class FirstBurst:
+    """The first burst made ready before its timing's window: its case, and on a GPU its plan drawn for
+    the most calls a claim can ask for (:func:`first_calls`) with its room made in the worker, so the window
+    holds the pings and the calls only (the room's pool grown inside it cost a new shared mapping)."""
+
+    case: dict[str, Any] | None
+    plan: BurstPlan | None = None
+
+    def ready(self, calls: int) -> BurstPlan | None:
+        """The plan for ``calls`` calls when it was made ready ahead, else None (it is drawn and made room for then)."""
+        return truncated(self.plan, calls) if self.plan is not None and calls <= self.plan.calls else None
+
+
+def first_burst(request: Request, cases: WorkloadCases, expect: list[dict[str, Any]], device_type: str,
+                timeout_s: float, room: Callable[[dict[str, Any]], int] | None = None,
+                timing_room: int = 0) -> FirstBurst:
+    """The first burst's case; on a GPU also its plan and its room (``burst_prepare``), made now, untimed.
+    ``room`` sizes a request's device pool (:func:`solbench.worker.pool_bytes`); the room is made for the
+    larger of the burst and ``timing_room`` (the timing request's), so neither grows the pool in the window."""
+    case = burst_inputs(cases, 0)
+    if device_type != "cuda":
+        return FirstBurst(case)
+    calls = first_calls(cases)
+    plan = draw_burst(cases, calls, 0, case)
+    header = {"op": "burst_prepare", "calls": calls, "expect": expect,
+              "edit_bytes": edit_bytes(burst_request(cases, plan, expect))}
+    if room is not None:
+        header["reply_room"] = max(room(dict(header)), timing_room)
+    request(header, timeout_s, 0)
+    return FirstBurst(case, plan)
+
+
 def burst_request(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]]) -> dict[str, Any]:
     names = list(cases.sets[0].inputs)
     return {"op": "burst", "calls": bp.calls, "expect": expect,
@@ -374,21 +422,22 @@ def _one_burst(request: Request, cases: WorkloadCases, timed: tuple[TimedPlan, i
                claimed: float, expect: list[dict[str, Any]], device_type: str, deadline: float,
                observe: Callable[[], Any] | None,
                holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-               memfd: bool = False, release: Callable[[], None] | None = None,
+               memfd: bool = False, release: Callable[[], None] | None = None, prepared: bool = False,
                ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """One burst of ``bursts[-1]``: (what it showed, a failed check of its outputs or None). ``holds``:
     (the device alone, the device shared). The first is held over the pings and the burst itself only:
     its room is made before and the judgement and the checked calls' references after it, each under
     the second (device work, untimed). ``release``: the caller holds the device alone already (its
     timing's window): the room and the burst are made in it, then ``release`` lets it go before the
-    judgement."""
+    judgement. ``prepared``: its room was made before the window (:func:`first_burst`)."""
     calls, out_bytes = bursts[-1].calls, output_bytes(cases)
     header = burst_request(cases, bursts[-1], expect)
     alone, shared = holds
     before, during = (nullcontext, nullcontext) if release is not None else (shared, alone)
-    with before():
-        left = max(deadline - time.monotonic(), 0.001)
-        request({"op": "burst_prepare", "calls": calls, "expect": expect, "edit_bytes": edit_bytes(header)}, left, 0)
+    if not prepared:
+        with before():
+            left = max(deadline - time.monotonic(), 0.001)
+            request({"op": "burst_prepare", "calls": calls, "expect": expect, "edit_bytes": edit_bytes(header)}, left, 0)
     with during():
         left = max(deadline - time.monotonic(), 0.001)
         rtt = ping(request, left)
@@ -441,7 +490,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None,
               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
-              memfd: bool = False, release: Callable[[], None] | None = None, first: dict[str, Any] | None = None,
+              memfd: bool = False, release: Callable[[], None] | None = None, first: FirstBurst | None = None,
               ) -> tuple[dict[str, Any], BurstVerdict | None]:
     """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
 
@@ -455,7 +504,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     still holds the device alone from its timing: the first burst is drawn, made room for and run in
     that window (no second drain of the untimed work in flight, which every other lane waited through),
     and ``release`` lets it go before the judgement; a second burst waits for a window of its own.
-    ``first``: the first burst's case, made by the caller before the window (:func:`burst_inputs`).
+    ``first``: the first burst made ready by the caller before the window (:func:`first_burst`).
     """
     claimed = claimed_time(timing)
     out_bytes = output_bytes(cases)
@@ -467,10 +516,14 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
         if attempts and device_type == "cuda":
             calls = _second_calls(attempts[-1], out_bytes, deadline)
         in_window = release is not None and attempt == 0
-        with nullcontext() if in_window else holds[1]():  # fresh inputs and edits, made on the device: untimed
-            bursts.append(draw_burst(cases, calls, attempt, first if attempt == 0 else None))
+        ready = first.ready(calls) if first is not None and attempt == 0 else None
+        if ready is None:
+            with nullcontext() if in_window else holds[1]():  # fresh inputs and edits, made on the device: untimed
+                bursts.append(draw_burst(cases, calls, attempt, first.case if first is not None and attempt == 0 else None))
+        else:
+            bursts.append(ready)
         result, failure = _one_burst(request, cases, (plan, samples), bursts, claimed, expect, device_type, deadline,
-                                     observe, holds, memfd, release if in_window else None)
+                                     observe, holds, memfd, release if in_window else None, ready is not None)
         attempts.append(result)
         if failure is not None:
             return summary, failure

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from solbench.data import Status, Timing, make_inputs
-from solbench.engine.burst import burst_inputs, run_burst
+from solbench.engine.burst import FirstBurst, first_burst, run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
 from solbench.engine.gate import DeviceGate
@@ -58,7 +58,7 @@ from solbench.guards import (
 )
 from solbench.settings import EXITING_PROCESS_GRACE_S, RELEASE_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from solbench.timing import TimingConfig, TimingError, restate
-from solbench.worker import CandidateFile, WorkerClient, WorkerFailure
+from solbench.worker import CandidateFile, WorkerClient, WorkerFailure, pool_bytes
 
 _IMPORT = "the import of the candidate"
 # Requests timed (by the worker's clock or the parent's), and a call under a profiler (its kernels
@@ -394,33 +394,33 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
         clock = ctx.clock()
         phase = "timing"
         config = dataclasses.asdict(dataclasses.replace(ctx.timing_config, set_bytes=cases.sets[0].input_bytes()))
-        with slot.access("draw"):  # the refresh set's inputs and references, the first burst's case (device work)
+        # The refresh set's inputs and references, the first burst made ready (its case, and on a GPU its
+        # edits and room, with the device pool grown for the timing too): device work, untimed.
+        with slot.access("draw"):
             plan = draw_plan(cases, ctx.timing_config.min_samples)
-            first_burst = burst_inputs(cases, 0)
-        header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
-                  "config": config, "verify": request(plan, cases)}
+            header = {"op": "time", "sets": [list(c.inputs.values()) for c in cases.sets], "expect": expect,
+                      "config": config, "verify": request(plan, cases)}
+            first_burst = _first_burst(slot, ctx, header, deadline, workload_limit)
         window = _Window(slot, ctx)  # the parent's own view of the worker from here to the burst's end
-        # The timing, then the burst (clocked by the parent), in one window alone: the first burst is drawn
-        # and run before the window is let go (a window of its own waited for every untimed hold in flight
+        parts = _WindowClock()
+        # The timing, then the burst (clocked by the parent), in one window alone: the first burst is run
+        # before the window is let go (a window of its own waited for every untimed hold in flight
         # to end, and every other lane waited meanwhile: H200, 2026-12-02, 0.9 s a record from the timing's
         # end to the burst's start); judging it and the references of its checked calls are shared work.
         with ExitStack() as alone:
             alone.enter_context(slot.access("time"))
-            with TelemetrySampler(ctx.device, ctx.gpu_uuid) as sampler:
-                try:
-                    reply = _request(slot, header, max(deadline - ctx.clock(), 0.001),
-                                     message_bytes(cases.sets) + reply_bytes(plan), "timing", workload_limit)
-                finally:
-                    sampler.stop()
-                    ctx.telemetry.update(sampler.result())
+            parts.start()
+            reply = _timing_request(slot, ctx, header, plan, deadline, workload_limit, parts)
             ctx.harness["timing_request_s"] = ctx.clock() - clock
             clock = ctx.clock()
             _add_findings(findings, _findings(reply) + processes_left(slot))
             timing = _valid_timing(reply.get("timing"))
+            parts.mark("check_s")
             phase = "burst"
             # Its deadline on the monotonic clock (ours counts work only: the waits so far added back).
             _burst(slot, ctx, window, (plan, sample_count(reply), timing, expect, first_burst),
-                   deadline + ctx.ledger.waited, correctness, alone.close)
+                   deadline + ctx.ledger.waited, correctness, parts.closing(alone.close))
+        ctx.harness["window"] = parts.summary()
         _add_findings(findings, window.findings())
         ctx.harness["burst_s"] = ctx.clock() - clock
         if ctx.after_timed is not None:
@@ -452,6 +452,69 @@ def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
                           correctness=correctness, findings=findings)
     correctness["passed"] = True
     return Evaluation(Status.PASSED, None, phase, timing=timing, correctness=correctness, findings=findings)
+
+
+class _WindowClock:
+    """Where a record's timing window (the device held alone) went, marked as it goes: ``harness.window``."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+        self._start = self._last = 0.0
+        self._end: float | None = None
+
+    def start(self) -> None:
+        self._start = self._last = time.monotonic()
+
+    def mark(self, name: str) -> None:
+        """The time since the last mark, charged to ``name``."""
+        now = time.monotonic()
+        self.parts[name] = self.parts.get(name, 0.0) + now - self._last
+        self._last = now
+
+    def closing(self, release: Callable[[], None]) -> Callable[[], None]:
+        """``release`` (the window let go), with the burst's part and the window's end marked first."""
+
+        def close() -> None:
+            self.mark("burst_s")
+            self._end = time.monotonic()
+            release()
+
+        return close
+
+    def summary(self) -> dict[str, float] | None:
+        if not self._start:
+            return None
+        alone = (self._end if self._end is not None else self._last) - self._start
+        return {"alone_s": round(alone, 6)} | {k: round(v, 6) for k, v in self.parts.items()}
+
+
+def _first_burst(slot: CandidateSlot, ctx: EvaluationContext, header: dict[str, Any], deadline: float,
+                 limit: str) -> FirstBurst:
+    """The first burst made ready before the window (:func:`solbench.engine.burst.first_burst`); on the
+    device route its room holds the timing request too."""
+    room = pool_bytes if slot.transport_used()["transport"] == "device" else None
+
+    def send(msg: dict[str, Any], timeout_s: float, max_bytes: int) -> dict[str, Any]:
+        return _request(slot, msg, timeout_s, max_bytes, "the burst's room", limit)
+
+    return first_burst(send, ctx.cases, header["expect"], ctx.device_type, max(deadline - ctx.clock(), 0.001),
+                       room, pool_bytes(header) if room is not None else 0)
+
+
+def _timing_request(slot: CandidateSlot, ctx: EvaluationContext, header: dict[str, Any], plan: TimedPlan,
+                    deadline: float, limit: str, parts: _WindowClock) -> dict[str, Any]:
+    """The timing request with NVML's telemetry around it (into ``ctx.telemetry``); its reply."""
+    sampler = TelemetrySampler(ctx.device, ctx.gpu_uuid)
+    sampler.start()
+    parts.mark("telemetry_s")
+    try:
+        return _request(slot, header, max(deadline - ctx.clock(), 0.001),
+                        message_bytes(ctx.cases.sets) + reply_bytes(plan), "timing", limit)
+    finally:
+        parts.mark("request_s")
+        sampler.stop()
+        ctx.telemetry.update(sampler.result())
+        parts.mark("telemetry_s")
 
 
 def _charge_failed(ctx: EvaluationContext, phase: str, clock: float) -> None:

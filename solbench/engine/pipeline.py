@@ -12,16 +12,18 @@ handed to a worker (the transports copy them), so no candidate can write what an
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
 from solbench.engine.ledger import Ledger
-from solbench.settings import FREE_POLL_S
+from solbench.settings import FREE_POLL_S, LANE_SWITCH_INTERVAL_S
 from solbench.worker import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
@@ -300,6 +302,18 @@ def _run_in_order(lanes: list[Lane], run: Callable[[Lane], None], stop: threadin
         run(lane)
 
 
+@contextmanager
+def quick_handoffs() -> Iterator[None]:
+    """The interpreter's switch interval at ``LANE_SWITCH_INTERVAL_S`` while lanes run (restored after): a
+    lane back from its worker inside a timing window waits that long at most for the GIL, not 5 ms."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, LANE_SWITCH_INTERVAL_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
 def run_lanes(lanes: list[Lane], run: Callable[[Lane], None], in_flight: int, stop: threading.Event,
               started: Callable[[int], None] = lambda i: None) -> None:
     """Run ``run(lane)`` for every lane, ``in_flight`` at a time on threads, in order of start;
@@ -327,13 +341,14 @@ def run_lanes(lanes: list[Lane], run: Callable[[Lane], None], in_flight: int, st
                 stop.set()
 
     threads = [threading.Thread(target=serve, name=f"lane-{n}", daemon=True) for n in range(in_flight)]
-    for t in threads:
-        t.start()
-    try:
+    with quick_handoffs():
         for t in threads:
-            while t.is_alive():
-                t.join(0.2)  # short waits: signals reach this (main) thread
-    finally:
-        stop.set()
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)  # short waits: signals reach this (main) thread
+        finally:
+            stop.set()
     if errors:
         raise errors[0]

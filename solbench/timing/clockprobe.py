@@ -12,6 +12,7 @@ Everything GPU-side is imported lazily.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Any
@@ -210,16 +211,20 @@ _THROTTLE_BITS = {
 }
 
 
+@functools.cache
 def init_nvml() -> Any:
-    """The pynvml module, initialised; raises where NVML is absent (no driver, no nvidia-ml-py)."""
+    """The pynvml module, initialised once per process (every timing window asked again); raises where NVML
+    is absent (no driver, no nvidia-ml-py), and is asked again next time then."""
     import pynvml
 
     pynvml.nvmlInit()
     return pynvml
 
 
+@functools.cache
 def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
-    """The NVML handle of a CUDA device: by UUID when known (CUDA and NVML order may differ)."""
+    """The NVML handle of a CUDA device, looked up once per process: by UUID when known (CUDA and NVML order
+    may differ)."""
     if uuid:
         try:
             return nvml.nvmlDeviceGetHandleByUUID(uuid)

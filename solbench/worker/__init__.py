@@ -31,6 +31,7 @@ _HOME = {
     "describe_exit": "client",
     "memory_retried": "client",
     "device_index": "devwire",
+    "pool_bytes": "devwire",
     "WorkerPool": "devwire",
     "cache_key": "jitcache",
     "source_digest": "jitcache",

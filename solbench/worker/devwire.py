@@ -78,6 +78,13 @@ def reply_area_bytes(header: dict[str, Any]) -> int:
     return 0
 
 
+def pool_bytes(header: dict[str, Any]) -> int:
+    """The bytes a device pool needs to carry this request: its tensors, aligned, and its reply area.
+    Sent ahead as a ``reply_room``, it makes the pool before a window whose requests must not grow it."""
+    _, tensors = pack(header)
+    return offsets([_nbytes(t) for t in tensors])[1] + reply_area_bytes(header)
+
+
 def device_index(device: str) -> int:
     """The CUDA device index of ``cuda`` / ``cuda:N`` (plain ``cuda``: the current one)."""
     import torch

@@ -460,6 +460,8 @@ class Worker:
         calls = int(msg["calls"])
         staged = stage_edits(sets, msg.get("edits"), calls)
         buffers, self.burst_buffers = self.burst_buffers, None
+        if buffers:  # room made ahead for the most calls any claim asks for: this burst's rows only
+            buffers = [b[:calls] for b in buffers]
         self._sync()
         misfits = yield from burst_plan(sets, calls, staged, buffers, self._sync if self.device.startswith("cuda") else None)
         self._sync()

@@ -350,7 +350,7 @@ def test_the_first_burst_runs_in_the_timings_window_and_lets_it_go_before_its_ju
     first = burst.burst_inputs(cases, 0)
     summary, _ = burst.run_burst(request, cases, plan, SAMPLES, {"median_s": 1e-9}, _expect(cases), "cpu",
                                  time.monotonic() + 60, None, (hold("alone"), hold("shared")),
-                                 release=lambda: events.append("release"), first=first)
+                                 release=lambda: events.append("release"), first=burst.FirstBurst(first))
     assert len(summary["attempts"]) == 2, summary
     one = events[:events.index("shared-") + 1]
     assert one == ["burst_prepare", "ping", "ping", "ping", "ping", "ping", "burst", "release", "shared+", "shared-"], one
@@ -361,3 +361,66 @@ def test_the_first_burst_runs_in_the_timings_window_and_lets_it_go_before_its_ju
     again = burst.draw_burst(cases, summary["attempts"][0]["calls"], 0)  # the case made before: the same edits
     drawn = burst.draw_burst(cases, summary["attempts"][0]["calls"], 0, first)
     assert all(torch.equal(a, b) for n in again.edits for a, b in zip(again.edits[n], drawn.edits[n], strict=True))
+
+
+def test_a_gpus_first_burst_is_drawn_and_made_room_for_ahead_for_the_most_calls_a_claim_asks_for():
+    """On a GPU the first burst's edits are drawn and its room made before the timing's window, for the
+    most calls any claim asks for (``first_calls``), with the pool sized for the timing request too; a claim
+    that asks for fewer calls gets the plan's first calls (the same rows of the same edits)."""
+    cases = _cases()
+    sent = []
+
+    def request(header, timeout_s, max_bytes):
+        sent.append(dict(header))
+        return {"ok": True}
+
+    ready = burst.first_burst(request, cases, _expect(cases), "cuda", 10.0, room=lambda h: 1000, timing_room=5000)
+    most = burst.call_count(0.0, burst.output_bytes(cases), "cuda")
+    assert burst.first_calls(cases) == most and most >= burst.call_count(2e-3, burst.output_bytes(cases), "cuda")
+    assert [h["op"] for h in sent] == ["burst_prepare"] and sent[0]["calls"] == most
+    assert sent[0]["reply_room"] == 5000  # the larger of the burst's room and the timing's
+    full = ready.plan
+    assert full is not None and full.calls == most
+    fewer = ready.ready(most - 7)
+    assert fewer is not None and fewer.calls == most - 7
+    for name, (at, index, values) in fewer.edits.items():
+        keep = full.edits[name][0] < most - 7
+        assert bool((at < most - 7).all()) and torch.equal(at, full.edits[name][0][keep])
+        assert torch.equal(index, full.edits[name][1][keep]) and torch.equal(values, full.edits[name][2][keep])
+    assert sum(int(e[0].numel()) for e in fewer.edits.values()) == most - 7  # one edit before every call
+    assert ready.ready(most + 1) is None
+    assert burst.first_burst(request, cases, _expect(cases), "cpu", 10.0).plan is None and len(sent) == 1
+
+
+def test_a_first_burst_made_ready_ahead_runs_in_the_window_with_its_pings_and_calls_only():
+    """With its plan and room made ahead, nothing of the first burst but its pings and its request runs in the
+    timing's window: no burst_prepare there."""
+    from contextlib import contextmanager
+
+    cases = _cases()
+    plan = draw_plan(cases, 10)
+    sets = _worker_sets(cases, plan)
+    events: list[str] = []
+
+    @contextmanager
+    def held():
+        yield
+
+    def request(header, timeout_s, max_bytes):
+        events.append(header["op"])
+        if header["op"] != "burst":
+            return {"ok": True}
+        assert all(bool((e["calls"] < header["calls"]).all()) for e in header["edits"])
+        buffers = output_buffers(header["calls"], header["expect"], "cpu")
+        drive(burst_plan(sets, header["calls"], stage_edits(sets, header["edits"], header["calls"]), buffers), _honest)
+        return {"ok": True, "stacked": buffers, "misfits": []}
+
+    claimed = 1e-3
+    calls = burst.call_count(claimed, burst.output_bytes(cases), "cpu")
+    case = burst.burst_inputs(cases, 0)
+    first = burst.FirstBurst(case, burst.draw_burst(cases, calls + 10, 0, case))
+    summary, _ = burst.run_burst(request, cases, plan, SAMPLES, {"median_s": claimed}, _expect(cases), "cpu",
+                                 time.monotonic() + 60, None, (held, held),
+                                 release=lambda: events.append("release"), first=first)
+    assert events[:7] == ["ping"] * 5 + ["burst", "release"], events
+    assert summary["attempts"][0]["calls"] == calls

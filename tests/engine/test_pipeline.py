@@ -263,6 +263,19 @@ def _concurrent(intervals: list[Interval]) -> bool:
                for i, a in enumerate(intervals) for b in intervals[i + 1:])
 
 
+def _assert_window_parts(records, timed) -> None:
+    """Each record's window parts (``harness.window``) lie within its logged timing window and add up to it."""
+    for r in records:
+        window = r.harness.get("window")
+        if window is None:
+            continue  # it ended before its timing
+        w = next(t for t in timed if t.owner.endswith(f"{r.problem}/{r.workload}/{r.solution}"))
+        assert 0.8 * (w.end - w.start) - 0.005 <= window["alone_s"] <= w.end - w.start + 1e-3, (window, w)
+        parts = sum(v for k, v in window.items() if k != "alone_s")
+        assert parts == pytest.approx(window["alone_s"], rel=1e-3, abs=1e-5), window
+        assert {"request_s", "burst_s"} <= set(window), window
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("gate_on", [True, False])
 def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on, monkeypatch):
@@ -327,6 +340,8 @@ def test_no_other_request_runs_inside_a_timing_window(tmp_path, gate_on, monkeyp
     # out while its host served another lane is logged in pieces).
     assert sorted({i.owner for i in intervals if i.kind == "cases"}) == [
         "tiny.row_write/s8", "tiny.scaled_add/n32", "tiny.scaled_add/n4"]
+    if gate_on:
+        _assert_window_parts(records, timed)
     if gate_on:  # every record's phases account for its wall
         for r in records:
             harness = r.harness
@@ -575,3 +590,18 @@ def test_the_parents_allocator_is_made_to_give_free_pieces_back(monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", refuse)
     monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", refuse, raising=False)
     compact_allocator()  # no error
+
+
+def test_lanes_hand_the_interpreter_over_quickly_while_they_run_and_restore_it_after():
+    """A lane back from its worker inside a timing window waits for the GIL at most the lanes' switch
+    interval (the interpreter's default is 5 ms); the interval is restored after the run."""
+    import sys
+
+    from solbench.engine.pipeline import run_lanes
+    from solbench.settings import LANE_SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+    run_lanes([1, 2, 3], lambda lane: seen.append(sys.getswitchinterval()), 2, threading.Event())
+    assert seen == [LANE_SWITCH_INTERVAL_S] * 3
+    assert sys.getswitchinterval() == before

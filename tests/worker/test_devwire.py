@@ -211,10 +211,8 @@ def test_timing_request_over_a_simulated_pool_returns_every_output_and_names_the
     assert torch.equal(reply["kept"][0]["outputs"][0]["data"], f(*sets[0]))
 
 
-def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what_the_pool_holds_next(simulated_pool):
-    """The burst's request (its edits) is copied into the same pool as the timing's sets: the worker's
-    burst must run on copies of the sets as the timing left them (H200, 2026-12-02: honest SDPA and
-    scaled_mm candidates were INCORRECT or hit illegal memory accesses in their bursts)."""
+def _timed_worker_and_parent():
+    """A worker serving ``f`` over the simulated device route, its parent's pool, two sets and a timing request."""
     import torch
 
     import solbench.timing as timing
@@ -224,11 +222,40 @@ def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what
     f = lambda x, y: torch.add(y, x, alpha=2)  # noqa: E731
     worker = Worker(timing, None)
     worker.run, worker.pool = f, WorkerPool()
-    parent = ParentPool(0)
     sets = [[torch.randn(64, 32), torch.randn(64, 32)] for _ in range(2)]
     expect = [{"shape": [64, 32], "dtype": "float32"}]
     timing_request = {"op": "time", "sets": sets, "expect": expect,
                       "config": {"device": "cpu", "budget_s": 0.02, "min_samples": 4, "max_samples": 8, "warmup_s": 0.0}}
+    return f, worker, ParentPool(0), sets, expect, timing_request
+
+
+def _serve(worker, parent, headers, chunks=None):
+    """Each request sent by the parent's pool and served by the worker in turn; the replies (each ok), and
+    the pool's chunk after each send in ``chunks``."""
+    a, b = socket.socketpair()
+    replies = []
+    with a, b:
+        deadline = time.monotonic() + 30
+        for header in headers:
+            parent.send(a, header, deadline)
+            if chunks is not None:
+                chunks.append(parent.chunk)
+            worker.pool.begin()
+            msg = recv_message(b, deadline, device=worker.pool)
+            handler = worker.burst_prepare if header["op"] == "burst_prepare" else worker.handle
+            worker.pool.send(b, worker.pool.encode(handler(msg)), deadline)
+            replies.append(parent.resolve(recv_message(a, deadline, 1 << 24, device=parent)))
+            assert replies[-1]["ok"] is True, replies[-1]
+    return replies
+
+
+def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what_the_pool_holds_next(simulated_pool):
+    """The burst's request (its edits) is copied into the same pool as the timing's sets: the worker's
+    burst must run on copies of the sets as the timing left them (H200, 2026-12-02: honest SDPA and
+    scaled_mm candidates were INCORRECT or hit illegal memory accesses in their bursts)."""
+    import torch
+
+    f, worker, parent, sets, expect, timing_request = _timed_worker_and_parent()
     calls = 2
     # No edits at all: every call's output is f of its timed set. The request (small enough for the
     # same pool) has a tensor that covers the first set's place in the pool with its values.
@@ -237,18 +264,7 @@ def test_a_burst_after_a_timing_over_the_pool_runs_on_the_timed_sets_not_on_what
              "edits": [{"input": 0, "calls": torch.zeros(0, dtype=torch.int64),
                         "index": torch.zeros(0, 1, dtype=torch.int64), "values": torch.zeros(0, 1)}],
              "filler": filler}
-    a, b = socket.socketpair()
-    with a, b:
-        deadline = time.monotonic() + 30
-        for header in (timing_request, {"op": "burst_prepare", "calls": calls, "expect": expect}, burst):
-            parent.send(a, header, deadline)
-            worker.pool.begin()
-            msg = recv_message(b, deadline, device=worker.pool)
-            handler = worker.burst_prepare if header["op"] == "burst_prepare" else worker.handle
-            encoded = worker.pool.encode(handler(msg))
-            worker.pool.send(b, encoded, deadline)
-            reply = parent.resolve(recv_message(a, deadline, 1 << 24, device=parent))
-            assert reply["ok"] is True, reply
+    reply = _serve(worker, parent, [timing_request, {"op": "burst_prepare", "calls": calls, "expect": expect}, burst])[-1]
     assert parent.chunk == 1, "the same pool"
     assert bool((parent.mapping.tensor(0, filler.numel() * 4).view(torch.float32) == 1e6).all()), "overwritten"
     stacked = reply["stacked"][0]
@@ -385,3 +401,42 @@ def test_between_records_a_large_pool_goes_back_worker_first_and_a_small_one_is_
         assert client.receive(30, 0) == {"ok": True}
     finally:
         client.close()
+
+
+def test_pool_bytes_is_a_requests_tensors_aligned_and_its_reply_area():
+    import torch
+
+    from solbench.worker.devwire import pool_bytes
+
+    expect = [{"shape": [4, 8], "dtype": "float32"}]
+    sets = [[torch.zeros(3), torch.zeros(100, dtype=torch.int64)], [torch.zeros(3), torch.zeros(100, dtype=torch.int64)]]
+    timing = {"op": "time", "expect": expect, "sets": sets, "verify": {"keep": [0]}}
+    tensors = offsets([12, 800, 12, 800])[1]
+    assert tensors == 2 * (ALIGN + 2 * ALIGN)  # each rounded up to its own aligned place (800 bytes: two)
+    assert pool_bytes(timing) == tensors + reply_area_bytes(timing)
+    assert pool_bytes({"op": "burst_prepare", "calls": 7, "expect": expect, "reply_room": 10 ** 6}) == 10 ** 6
+
+
+def test_a_burst_room_made_before_the_timing_carries_the_timing_and_a_shorter_burst_in_one_pool(simulated_pool):
+    """The first burst's room is made before its timing's window for the most calls a claim can ask for,
+    with the pool sized for the timing request too: neither the timing nor the burst makes a new pool (a
+    new shared mapping inside the window), and a burst of fewer calls returns its own rows only."""
+    import torch
+
+    from solbench.worker.devwire import pool_bytes
+
+    f, worker, parent, sets, expect, timing_request = _timed_worker_and_parent()
+    prepare = {"op": "burst_prepare", "calls": 5, "expect": expect, "edit_bytes": ALIGN}
+    prepare["reply_room"] = max(pool_bytes(dict(prepare)), pool_bytes(timing_request))
+    assert pool_bytes(timing_request) > pool_bytes({k: v for k, v in prepare.items() if k != "reply_room"})
+    calls = 3
+    burst = {"op": "burst", "calls": calls, "expect": expect,
+             "edits": [{"input": 0, "calls": torch.zeros(0, dtype=torch.int64),
+                        "index": torch.zeros(0, 1, dtype=torch.int64), "values": torch.zeros(0, 1)}]}
+    chunks: list[int] = []
+    reply = _serve(worker, parent, [prepare, timing_request, burst], chunks)[-1]
+    assert chunks == [1, 1, 1], "one pool, made by the room request"
+    stacked = reply["stacked"][0]
+    assert stacked.shape == (calls, 64, 32)
+    for c in range(calls):
+        assert torch.equal(stacked[c], f(*sets[c % 2])), c
