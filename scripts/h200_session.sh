@@ -91,6 +91,9 @@ FINAL_B="env profile_throughput throughput eager_resume"  # PROFILE_BOX=140 PROF
 # qk_norm_rope's new eager at decode_b1, the top-k sampler's Triton kernel), the hard problems' kernels
 # against their baselines again, then the library's pace (the timing windows are the next lever).
 NEXT_A="env eager_resume sampling_check hard_baselines throughput"  # EAGER_TIMEOUT=90 HARD_TIMEOUT=150 LIB_TIMEOUT=200 THROUGHPUT_ARGS='--time-box 130'
+# The seventh session's first call (~9 min): issue 29's last records (qk_norm_rope's eager, the sampler's Triton
+# kernel), then the whole library with the shorter timing windows (harness.window says where each went).
+CALL_A="env issue29 throughput"  # I29_TIMEOUT=90 LIB_TIMEOUT=400 THROUGHPUT_ARGS='--time-box 330' LOAD_WATCH_S=400 SPY_AFTER_S=120
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -102,6 +105,7 @@ for s in "$@"; do
     final_a) STEPS+=($FINAL_A) ;;
     final_b) STEPS+=($FINAL_B) ;;
     next_a) STEPS+=($NEXT_A) ;;
+    call_a) STEPS+=($CALL_A) ;;
     *) STEPS+=("$s") ;;
   esac
 done
@@ -162,6 +166,12 @@ for s in "${STEPS[@]}"; do
       # workload, appended to the day's file, skipping what it already holds
       step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
+    issue29)
+      # issue 29's last records: qwen3 qk_norm_rope's eager (rounded once) and the top-k sampler's Triton kernel (its
+      # bound a constexpr now), every workload, eager and Triton, skipping what the day's file holds of these files
+      step issue29 timeout ${I29_TIMEOUT:-90} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
+        --only qwen3_30b_a3b.qk_norm_rope llama3_1_8b.top_k_top_p_sampling --include 'torch_eager*' 'triton_*' \
+        --budget 0.2 --timeout 60 --resume ;;
     sampling_check)
       # issue 29: top_k_top_p_sampling's eager and Triton kernel at every workload, its logits no longer tiny
       step sampling_check timeout ${SAMPLING_TIMEOUT:-90} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \

@@ -145,6 +145,14 @@ def _thread_name(ident: int) -> str:
     return thread.name if thread is not None else f"ident {ident}"
 
 
+def _pending(before: ConcurrencySnapshot, now: ConcurrencySnapshot, native: bool, processes: bool) -> bool:
+    """Whether ``now`` holds something new that the check would report (what it does not look at is given no
+    grace: the parent's check after every reply, which leaves native threads out, slept 0.1 s on the worker's
+    own threads each time, inside the timing window too)."""
+    return bool(now.python_threads - before.python_threads or (processes and now.processes - before.processes)
+                or (native and now.native_threads - before.native_threads))
+
+
 def check_concurrency(before: ConcurrencySnapshot, *, candidate_files: Collection[str] | None = None,
                       strict: bool = True, native: bool = True, processes: bool = True,
                       grace_s: float = 0.0) -> list[Finding]:
@@ -158,8 +166,7 @@ def check_concurrency(before: ConcurrencySnapshot, *, candidate_files: Collectio
     """
     files = {os.path.realpath(f) for f in candidate_files or ()}
     now = snapshot_concurrency(before.pid, before.group)
-    if grace_s > 0 and (now.python_threads - before.python_threads or now.processes - before.processes
-                        or now.native_threads - before.native_threads):
+    if grace_s > 0 and _pending(before, now, strict and native, processes):
         time.sleep(grace_s)
         now = snapshot_concurrency(before.pid, before.group)
     findings = []

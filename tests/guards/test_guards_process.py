@@ -96,6 +96,31 @@ def test_grace_lets_a_finishing_thread_end() -> None:
     short.join()
 
 
+def test_the_parents_check_gives_no_grace_to_what_it_does_not_report() -> None:
+    """The parent's check after a reply (baseline: nothing; native threads not looked at) returns at once on
+    a worker with threads of its own and no process (it slept the whole grace after every reply), and still
+    gives the grace to a process it would report (a control: a child that exits within it is not reported)."""
+    worker = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                               "[threading.Thread(target=time.sleep, args=(30,), daemon=True).start() for _ in range(3)]\n"
+                               "time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        nothing = ConcurrencySnapshot(worker.pid, frozenset(), frozenset(), frozenset())
+        assert snapshot_concurrency(worker.pid).native_threads  # the threads the check leaves out are there
+        t0 = time.monotonic()
+        assert check_concurrency(nothing, native=False, grace_s=1.0) == []
+        assert time.monotonic() - t0 < 0.5, "no grace slept for threads it does not report"
+    finally:
+        worker.kill()
+        worker.wait()
+    me = snapshot_concurrency()
+    short = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    t0 = time.monotonic()
+    found = check_concurrency(me, native=False, grace_s=1.0)
+    short.wait()
+    assert found == [] and time.monotonic() - t0 >= 0.9, "the grace for a process it would report"
+
+
 def test_live_child_process_is_found_and_a_zombie_is_not() -> None:
     before = snapshot_concurrency()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
