@@ -136,6 +136,19 @@ def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
 
 
+def device_memory(device: str | None) -> dict[str, float] | None:
+    """GiB as a record ends: the device's free memory, and the parent's tensors and caching allocator (its
+    device pools and context are the rest of its use, which NVML counts)."""
+    if not (device or "").startswith("cuda"):
+        return None
+    import torch
+
+    gib = 1 << 30
+    return {"device_free": round(torch.cuda.mem_get_info()[0] / gib, 2),
+            "parent_allocated": round(torch.cuda.memory_allocated() / gib, 2),
+            "parent_reserved": round(torch.cuda.memory_reserved() / gib, 2)}
+
+
 def window_parts(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Where the records' timing windows went (``harness.window``): each part's total and median, seconds."""
     windows = [r["window"] for r in rows if r.get("window")]
@@ -179,7 +192,7 @@ class Tally:
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
-                          "window": harness.get("window"),
+                          "window": harness.get("window"), "memory": device_memory(self.meta.get("device")),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)

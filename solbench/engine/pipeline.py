@@ -23,12 +23,14 @@ from typing import Any
 from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
 from solbench.engine.ledger import Ledger
-from solbench.settings import FREE_POLL_S, LANE_SWITCH_INTERVAL_S
+from solbench.engine.verification import KEEP_EARLY, KEEP_LATE
+from solbench.settings import FREE_POLL_S, LANE_SWITCH_INTERVAL_S, MAX_FLUSHED_TIMING_SETS
 from solbench.worker import CandidateFile
 
 MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
 CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
+REPLY_EXTRA_OUTPUTS = KEEP_EARLY + KEEP_LATE + 1  # a timing reply's outputs beside each set's last: kept samples, refresh
 RECORD_FIXED_BYTES = 1 << 30  # a worker's context and allocator slack, per record in flight
 MAX_IN_FLIGHT = 8
 MAX_IN_FLIGHT_CUDA = 12
@@ -68,20 +70,36 @@ def default_hosts(in_flight: int, cores: int, device: str = "cpu") -> int:
 
 
 def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda") -> int:
-    """A bound on the device memory one record in flight holds: the parent's rounds and two timing
-    sets (inputs and reference outputs), the worker's copies and outputs, the device pool of the
-    problem host that makes its cases (one case's inputs and outputs), its context, and the room
-    the burst keeps its outputs in (up to 4 GiB on a GPU: left out, records ran out of memory beside
-    others on the H200 and ran again alone, holding the pipeline back 45-100 s each)."""
+    """A bound on the device memory one record in flight holds, counted where it lives (the inputs ``i`` and
+    outputs ``o`` of one call, ``s`` timing sets, ``k`` outputs a timing reply carries):
+
+    * the parent's cases: every round's and timing set's inputs and reference outputs, ``(rounds + s)(i + o)``;
+    * the worker's device pool, the parent's allocation: a timing request's sets and reply area, ``s i + k o``,
+      or the burst's room, whichever is more;
+    * the parent's copies of the timing reply (the sets as the worker left them, every output), ``s i + k o``;
+    * the worker's own copies of the sets (the burst runs on them), ``s i``, and the last output of each set,
+      ``(s + 1) o``;
+    * the problem host's pool, one case, ``i + o``;
+    * the burst's outputs in the worker (up to 4 GiB on a GPU: left out, records ran out beside others);
+    * a worker's context and allocator slack.
+
+    H200, 2026-12-03: the former count, ``(rounds + 7)(i + o)`` and the burst's room, was about half of this;
+    records it let in found the device full (the parent held 45-86 GiB of 140), ran out of memory in their
+    references and ran again, some alone, while every other lane waited."""
     axes = problem.resolve_axes(workload)
-    out_bytes = problem.declared_bytes(problem.outputs, axes)
-    return (rounds + 7) * problem.auto_bytes(axes) + room_bytes(out_bytes, device_type) + RECORD_FIXED_BYTES
+    o = problem.declared_bytes(problem.outputs, axes)
+    i = max(problem.auto_bytes(axes) - o, 0)
+    s, k = MAX_FLUSHED_TIMING_SETS, MAX_FLUSHED_TIMING_SETS + REPLY_EXTRA_OUTPUTS
+    room = room_bytes(o, device_type)
+    timing_request = s * i + k * o
+    return ((rounds + s) * (i + o) + max(timing_request, room) + timing_request + s * i + (s + 1) * o + (i + o)
+            + room + RECORD_FIXED_BYTES)
 
 
 def cases_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
-    """The part of :func:`record_bytes` that is the parent's cases (the rounds' and two timing sets'
-    inputs and reference outputs): in use already when another lane made them."""
-    return (rounds + 2) * problem.auto_bytes(problem.resolve_axes(workload))
+    """The part of :func:`record_bytes` that is the parent's cases (the rounds' and timing sets' inputs and
+    reference outputs): in use already when another lane made them."""
+    return (rounds + MAX_FLUSHED_TIMING_SETS) * problem.auto_bytes(problem.resolve_axes(workload))
 
 
 class MemoryGate:

@@ -500,20 +500,27 @@ def test_before_a_record_runs_alone_idle_lanes_and_hosts_give_their_device_memor
 
 
 def test_a_record_reserves_room_for_its_bursts_outputs():
-    """The burst keeps its outputs (up to the budget) beside the record's sets: the reservation
-    counts them, at the first burst's calls on a GPU (50 at 1 ms a call) and within each budget."""
+    """The reservation counts each copy where it lives (the parent's cases, the worker's device pool, the parent's
+    copies of a timing reply, the worker's own copies, the problem host's case) and the burst's outputs, kept
+    in the worker and, on their way back, in the pool: at the first burst's calls on a GPU (50 at 1 ms a call),
+    within each budget."""
     from solbench.engine import burst
     from solbench.engine.pipeline import RECORD_FIXED_BYTES, record_bytes
 
     problem = load_problem(Path(__file__).parents[1] / "fixtures" / "tiny" / "scaled_add")
     workload = problem.workloads[0]
     axes = problem.resolve_axes(workload)
-    out = 4 * axes["N"] * axes["D"]  # one float32 output [N, D]
-    base = (3 + 7) * problem.auto_bytes(axes) + RECORD_FIXED_BYTES
-    calls = burst.call_count(1e-9, out, "cuda")
+    o = 4 * axes["N"] * axes["D"]  # one float32 output [N, D]
+    i = problem.auto_bytes(axes) - o
+    sets, reply = 4, 4 + 2 + 2 + 1  # timing sets; a timing reply's outputs: each set's last, 4 kept, the refresh run's
+    timing = sets * i + reply * o  # a timing request in the pool, and the parent's copies of its reply
+    base = (3 + sets) * (i + o) + timing + sets * i + (sets + 1) * o + (i + o) + RECORD_FIXED_BYTES
+    calls = burst.call_count(1e-9, o, "cuda")
     assert calls <= math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
-    assert record_bytes(problem, workload, 3, "cuda") == base + calls * out
-    assert record_bytes(problem, workload, 3, "cpu") == base + min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * out)
+    room = calls * o
+    assert record_bytes(problem, workload, 3, "cuda") == base + max(timing, room) + room
+    cpu_room = min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * o)
+    assert record_bytes(problem, workload, 3, "cpu") == base + max(timing, cpu_room) + cpu_room
     big = 1 << 30
     assert burst.room_bytes(big, "cuda") == burst.OUTPUT_BUDGET_BYTES["cuda"]
 
