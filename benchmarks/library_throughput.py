@@ -97,6 +97,7 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
     return {"timing_windows": sum(i.kind == "time" for i in windows), "exclusive_windows": len(windows),
             "exclusive_s": round(alone, 2), "exclusive_by_kind_s": by_kind,
             "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals)),
+            "locks": gate.locks, "lock_failures": gate.lock_failures, "unlock_failures": gate.unlock_failures,
             "shared_by_kind": shared_by_kind(gate.intervals)}
 
 

@@ -53,6 +53,9 @@ FREE_POLL_S = 0.25  # how often a record waiting for free device memory reads it
 # Lanes in flight share the parent's interpreter: a thread back from the worker waits for the GIL while
 # another runs Python, up to the switch interval (5 ms by default), at every reply inside a timing window.
 LANE_SWITCH_INTERVAL_S = 0.0005
+# A timing window locks another worker's long request (the driver drains its device work) within this, else waits
+# for the request to end as before (solbench.engine.cudalock).
+PROCESS_LOCK_TIMEOUT_MS = 500
 WINDOW_STOP_WAIT_S = 0.5  # the longest a timing window waits for the other workers to be stopped
 TELEMETRY_JOIN_S = 1.0  # the wait for the telemetry sampler's thread when it stops
 PARENT_POLL_S = 1.0  # how often an executor checks its driver is alive

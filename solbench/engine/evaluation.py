@@ -328,7 +328,7 @@ def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_
              phase: str, limit: str) -> dict[str, Any]:
     assert slot.client is not None
     try:
-        reply = slot.client.request(header, timeout_s, max_bytes)
+        reply = slot.client.request(header, timeout_s, max_bytes, slot.gate.awaiting_worker if slot.gate else None)
     except WorkerFailure as err:
         raise _Stop(failure_from_worker(err, phase, limit)) from None
     if reply.get("ok") is not True:

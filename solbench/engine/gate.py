@@ -66,14 +66,20 @@ class Interval:
     pid: int | None = None  # the worker's process; None: the parent's own work
 
 
-@dataclass
+@dataclass(eq=False)
 class _Hold:
-    """A thread's shared hold in progress: what is logged when it ends, and since when it is held."""
+    """A thread's shared hold in progress: what is logged when it ends, and since when it is held (``locked``:
+    its worker is locked for a timing window, the piece before logged; ``lock_failed``: it could not be)."""
 
     what: Interval
     long: bool
     start: float
     sink: WaitSink | None
+    locked: bool = False
+    lock_failed: bool = False
+
+
+Unlock = Callable[[], bool]
 
 
 class DeviceGate:
@@ -96,6 +102,10 @@ class DeviceGate:
         self._closed = False  # closed to new untimed requests until the waiting timings are done
         # Stops the other workers for a timing window (given the timed worker's pid); returns their resume.
         self.pause: Callable[[int | None], Callable[[], None]] | None = None
+        # Locks a worker's CUDA work, drained by the driver (solbench.engine.cudalock): its unlock, or None.
+        self.lock: Callable[[int], Unlock | None] | None = None
+        self._long_holds: list[_Hold] = []  # long holds in flight of a known worker: a timing may lock them
+        self.locks = self.lock_failures = self.unlock_failures = 0
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
         self.intervals: list[Interval] = []
@@ -121,8 +131,9 @@ class DeviceGate:
                sink: WaitSink | None = None) -> Iterator[None]:
         """Hold the gate shared: untimed device work (``long``: a load or first call that may compile)."""
         waited = time.monotonic()
-        self._enter_shared(long)
-        hold = _Hold(Interval(owner, kind, 0.0, 0.0, False, pid), long, time.monotonic(), sink)
+        hold = _Hold(Interval(owner, kind, 0.0, 0.0, False, pid), long, 0.0, sink)
+        self._enter_shared(hold)
+        hold.start = time.monotonic()
         if sink is not None:
             sink.wait("device_wait_s", hold.start - waited)
         outer, self._local.hold = getattr(self._local, "hold", None), hold
@@ -132,12 +143,12 @@ class DeviceGate:
             self._local.hold = outer
             self._leave_shared(hold)
 
-    def _enter_shared(self, long: bool) -> None:
+    def _enter_shared(self, hold: _Hold) -> None:
         with self._cond:
-            while self.enabled and not self._may_read(long):
+            while self.enabled and not self._may_read(hold.long):
                 self._cond.wait()
             self._readers += 1
-            self._long += long
+            self._long += hold.long
 
     def _leave_shared(self, hold: _Hold) -> None:
         end = time.monotonic()
@@ -146,6 +157,27 @@ class DeviceGate:
             self._long -= hold.long
             self._cond.notify_all()
         self._log(dataclasses.replace(hold.what, start=hold.start, end=end))
+
+    @contextmanager
+    def awaiting_worker(self) -> Iterator[None]:
+        """While this thread's long hold only waits for its worker's reply (this process does no device work
+        meanwhile), a timing may lock that worker (its device work drained by the driver) instead of waiting
+        for the request to end. On the way out the thread waits for the unlock, before any device work of its
+        own (reading the reply out of the device pool)."""
+        hold = getattr(self._local, "hold", None)
+        if hold is None or not hold.long or hold.what.pid is None or self.lock is None:
+            yield
+            return
+        with self._cond:
+            self._long_holds.append(hold)
+            self._cond.notify_all()  # a timing may be waiting for just this
+        try:
+            yield
+        finally:
+            with self._cond:
+                while hold.locked:
+                    self._cond.wait()
+                self._long_holds = [h for h in self._long_holds if h is not hold]
 
     def held_here(self) -> bool:
         """Whether the calling thread holds the gate (shared or alone): device work may run now."""
@@ -164,7 +196,7 @@ class DeviceGate:
             yield
         finally:
             waited = time.monotonic()
-            self._enter_shared(hold.long)
+            self._enter_shared(hold)
             hold.start = time.monotonic()
             if hold.sink is not None:
                 hold.sink.wait("device_wait_s", hold.start - waited)
@@ -179,15 +211,14 @@ class DeviceGate:
                 self._first_waiting = waited
             self._writers_waiting += 1
             self._urgent_waiting += urgent
-            try:
-                while self.enabled and (self._writer or self._readers):
-                    self._cond.wait(self._until_due())
-            finally:
+        try:
+            locked = self._wait_alone()
+        finally:
+            with self._cond:
                 self._writers_waiting -= 1
                 self._urgent_waiting -= urgent
                 if self._writers_waiting == 0:
                     self._closed = False
-            self._writer = True
 
         def leave() -> None:
             self._writer = False
@@ -201,6 +232,60 @@ class DeviceGate:
             self._local.alone = False
             if resume is not None:
                 resume()
+            self._unlock(locked)
+
+    def _wait_alone(self) -> list[tuple[_Hold, Unlock]]:
+        """Wait until the gate is this timing's alone: no untimed request in flight, or only long ones of workers
+        that the driver has locked for it (their unlocks returned). A hold that cannot be locked is waited for."""
+        while True:
+            with self._cond:
+                while self.enabled and (self._writer or self._readers) and not self._only_lockable():
+                    self._cond.wait(self._until_due())
+                self._writer = True
+                holds = list(self._long_holds) if self.enabled and self._readers else []
+                for hold in holds:  # claimed: its thread stays off the device until this window's unlock
+                    hold.locked = True
+            locked = self._lock_holds(holds)
+            if locked is not None:
+                return locked
+            with self._cond:  # one could not be locked (marked now): wait for it to end, as without locks
+                self._writer = False
+                self._cond.notify_all()
+
+    def _only_lockable(self) -> bool:
+        """Every request in flight is a long one of a worker not yet refused a lock, and the batch is due."""
+        return (self.lock is not None and not self._writer and self._readers == len(self._long_holds)
+                and not any(h.lock_failed for h in self._long_holds) and (self._closed or self._due()))
+
+    def _lock_holds(self, holds: list[_Hold]) -> list[tuple[_Hold, Unlock]] | None:
+        """Each hold's worker locked (the piece of its hold before the lock logged); None, the hold marked and
+        those locked so far unlocked, when one cannot be."""
+        done: list[tuple[_Hold, Unlock]] = []
+        for n, hold in enumerate(holds):
+            assert self.lock is not None and hold.what.pid is not None
+            unlock = self.lock(hold.what.pid)
+            if unlock is None:
+                hold.lock_failed = True
+                self.lock_failures += 1
+                self._unlock(done)
+                with self._cond:  # the claims on the others let go: their holds go on as they were
+                    for other in holds[n:]:
+                        other.locked = False
+                    self._cond.notify_all()
+                return None
+            self._log(dataclasses.replace(hold.what, start=hold.start, end=time.monotonic()))
+            done.append((hold, unlock))
+        self.locks += len(done)
+        return done
+
+    def _unlock(self, locked: list[tuple[_Hold, Unlock]]) -> None:
+        """Each worker unlocked; its hold goes on (logged from now) and its thread may touch the device again."""
+        for hold, unlock in locked:
+            if not unlock():
+                self.unlock_failures += 1
+            with self._cond:
+                hold.start, hold.locked = time.monotonic(), False
+                self._cond.notify_all()
 
     def _until_due(self) -> float | None:
         """How long a waiting timing sleeps before it closes the gate itself (the batch's delay)."""

@@ -38,6 +38,7 @@ from typing import Protocol
 from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
 from solbench.engine.bytecode import prime_bytecode
 from solbench.engine.cases import WorkloadCases, prepare_cases
+from solbench.engine.cudalock import process_locker
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, without_harness_root
 from solbench.engine.gate import DeviceGate
@@ -159,6 +160,8 @@ class Runner:
         self.in_flight = self.options.in_flight or default_in_flight(self.options.device, cpu_count())
         # Every request of every lane holds it: timing windows alone, in batches of half the lanes.
         self.gate = DeviceGate(batch=timing_batch(self.in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
+        # A timing locks (through the driver) another worker's long request rather than wait for it to end.
+        self.gate.lock = process_locker() if self.options.device.startswith("cuda") else None
         budget = memory_budget(self.options.device)
         self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)), free_bytes_of(self.options.device))
         self.cases = CasesCache(int(budget * CACHE_SHARE), size=_cases_bytes)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -26,8 +27,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -397,10 +398,16 @@ class WorkerClient:
             self.pool = None
         self.transport, self.transport_note = "memfd", why
 
-    def request(self, header: dict[str, Any], timeout_s: float, max_reply_bytes: int) -> dict[str, Any]:
-        """Send a request and return the reply within ``timeout_s`` in all, or raise WorkerFailure."""
+    def request(self, header: dict[str, Any], timeout_s: float, max_reply_bytes: int,
+                awaiting: Callable[[], AbstractContextManager[None]] | None = None) -> dict[str, Any]:
+        """Send a request and return the reply within ``timeout_s`` in all, or raise WorkerFailure.
+        ``awaiting``: held while nothing but the reply's first byte is awaited (this process does no device
+        work then: the device gate may lock the worker meanwhile)."""
         end = time.monotonic() + max(timeout_s, 0.001)
         self.send(header, timeout_s)
+        if awaiting is not None and self.sock is not None:
+            with awaiting():
+                select.select([self.sock], [], [], max(end - time.monotonic(), 0.0))
         return self.receive(max(end - time.monotonic(), 0.001), max_reply_bytes)
 
     def _guard(self, op: Any, timeout_s: float) -> Any:

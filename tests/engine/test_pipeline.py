@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -117,6 +118,78 @@ def test_short_requests_go_on_while_a_timing_waits_for_a_long_one(monkeypatch):
     assert by["short"].end <= by["timer"].start and by["long-early"].end <= by["timer"].start
     assert by["long-late"].start >= by["timer"].end
     assert overlaps(gate.intervals) == []
+
+
+class _FakeLocks:
+    """The driver's process lock as the gate sees it: records each lock and unlock (``refuse``: none taken)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse, self.events = refuse, []
+
+    def __call__(self, pid: int):
+        self.events.append(("lock", pid, time.monotonic()))
+        if self.refuse:
+            return None
+
+        def unlock() -> bool:
+            self.events.append(("unlock", pid, time.monotonic()))
+            return True
+
+        return unlock
+
+
+def _compile(gate: DeviceGate, done: threading.Event, left: list[float], awaiting: bool = True) -> threading.Thread:
+    """A worker's long request (pid 111) waiting for its reply until ``done``: the parent's side awaits it
+    (``awaiting``) or works on the device meanwhile; ``left`` gets when the thread went on after the wait."""
+    def body() -> None:
+        with gate.shared("compile", "round", long=True, pid=111):
+            with gate.awaiting_worker() if awaiting else contextlib.nullcontext():
+                done.wait(5)
+            left.append(time.monotonic())
+            time.sleep(0.02)  # the reply read out of the device pool: the parent's device work
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t
+
+
+def test_a_timing_locks_a_worker_awaited_by_a_long_request_instead_of_waiting_for_it():
+    """A timing does not wait for another worker's compile: the driver locks that worker (its device work
+    drained) for the window; the request's thread, once its reply is in, waits for the unlock before it
+    touches the device; the hold's pieces lie outside the window."""
+    gate, locks, done, left = DeviceGate(), _FakeLocks(), threading.Event(), []
+    gate.lock = locks
+    worker = _compile(gate, done, left)
+    time.sleep(0.05)
+    with gate.exclusive("timer", pid=222):
+        began = time.monotonic()
+        done.set()  # the reply arrives inside the window
+        time.sleep(0.05)
+        ended = time.monotonic()
+    worker.join()
+    (lock, pid, locked_at), (unlock, _, unlocked_at) = locks.events
+    assert (lock, pid, unlock) == ("lock", 111, "unlock") and locked_at < began and unlocked_at >= ended
+    assert left[0] >= unlocked_at, "off the device until unlocked"
+    assert gate.locks == 1 and gate.lock_failures == 0
+    assert overlaps(gate.intervals) == []
+    assert [i.kind for i in gate.intervals if i.owner == "compile"] == ["round", "round"]  # before and after
+
+
+@pytest.mark.parametrize("refuse", [True, False])
+def test_a_long_request_that_cannot_be_locked_or_is_not_only_awaited_is_waited_for(refuse):
+    """A worker the driver does not lock, or a long request whose thread is not only awaiting its reply (it
+    may be working on the device), holds the timing back until it ends, as without locks."""
+    gate, locks, done, left = DeviceGate(), _FakeLocks(refuse=refuse), threading.Event(), []
+    gate.lock = locks
+    worker = _compile(gate, done, left, awaiting=refuse)
+    time.sleep(0.05)
+    threading.Timer(0.2, done.set).start()
+    with gate.exclusive("timer", pid=222):
+        began = time.monotonic()
+    worker.join()
+    assert began >= left[0] and overlaps(gate.intervals) == []
+    assert [e[0] for e in locks.events] == (["lock"] if refuse else [])
+    assert gate.lock_failures == int(refuse) and gate.locks == 0
 
 
 def _stream(gate: DeviceGate, owner: str, until: float) -> threading.Thread:

@@ -1,0 +1,85 @@
+"""The driver's process lock (solbench.engine.cudalock) on a real GPU: a worker busy on the device is locked, its
+work drained and stopped, then runs again once unlocked. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import select
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from solbench.engine.cudalock import process_locker
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+# A process that launches 50 ms device spins back to back, printing a count after each one completes.
+_BUSY = textwrap.dedent("""
+    import sys, torch
+    torch.cuda.init()
+    cycles = int(sys.argv[1])
+    n = 0
+    print("ready", flush=True)
+    while True:
+        torch.cuda._sleep(cycles)
+        torch.cuda.synchronize()
+        n += 1
+        print(n, flush=True)
+""")
+
+
+def _spin_cycles(seconds: float) -> int:
+    """Cycles of torch's spin kernel that last about ``seconds`` here."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    return int(1_000_000 * seconds / (start.elapsed_time(end) * 1e-3))
+
+
+def _count(proc: subprocess.Popen, until: float) -> int:
+    """The busy process's last count printed before ``until`` (0: none), reading lines as they come."""
+    last = 0
+    while (left := until - time.monotonic()) > 0:
+        if select.select([proc.stdout], [], [], left)[0]:
+            line = proc.stdout.readline().strip()
+            last = int(line) if line.isdigit() else last
+    return last
+
+
+@gpu
+def test_a_locked_process_runs_no_device_work_until_unlocked():
+    locker = process_locker()
+    if locker is None:
+        pytest.skip("this driver has no process lock (cuCheckpointProcessLock)")
+    proc = subprocess.Popen([sys.executable, "-c", _BUSY, str(_spin_cycles(0.05))], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        before = _count(proc, time.monotonic() + 0.5)
+        t0 = time.monotonic()
+        unlock = locker(proc.pid)
+        took = time.monotonic() - t0
+        assert unlock is not None, "the driver refused the lock"
+        # Locked: its spin in flight completed (the lock waited for it, < 50 ms), no new one starts: a short
+        # kernel of ours runs at once, not behind a 50 ms spin of the other process.
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begun = time.perf_counter()
+        start.record()
+        torch.cuda._sleep(1000)
+        end.record()
+        torch.cuda.synchronize()
+        waited = time.perf_counter() - begun
+        during = _count(proc, time.monotonic() + 0.3)  # what it printed while locked: at most the spin drained
+        assert unlock() is True
+        after = _count(proc, time.monotonic() + 0.5)
+        print(f"lock took {took * 1e3:.1f} ms; our kernel waited {waited * 1e3:.2f} ms while it was locked")
+        assert took < 0.5 and waited < 0.02
+        assert during <= before + 1, "no spin started while it was locked"
+        assert after > before + 2, "it runs again once unlocked"
+    finally:
+        proc.kill()
+        proc.wait()
