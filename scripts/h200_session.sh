@@ -94,6 +94,9 @@ NEXT_A="env eager_resume sampling_check hard_baselines throughput"  # EAGER_TIME
 # The seventh session's first call (~9 min): issue 29's last records (qk_norm_rope's eager, the sampler's Triton
 # kernel), then the whole library with the shorter timing windows (harness.window says where each went).
 CALL_A="env issue29 throughput"  # I29_TIMEOUT=90 LIB_TIMEOUT=400 THROUGHPUT_ARGS='--time-box 330' LOAD_WATCH_S=400 SPY_AFTER_S=120
+# The seventh session's last call (~9 min): the driver's process lock on the GPU, the corpus after the window
+# changes (the first burst's room made before it, other workers locked during it), then the library's pace.
+CALL_C="env locktest adversarial_gpu throughput"  # ADV_TIMEOUT=200 LIB_TIMEOUT=300 THROUGHPUT_ARGS='--time-box 240'
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -106,6 +109,7 @@ for s in "$@"; do
     final_b) STEPS+=($FINAL_B) ;;
     next_a) STEPS+=($NEXT_A) ;;
     call_a) STEPS+=($CALL_A) ;;
+    call_c) STEPS+=($CALL_C) ;;
     *) STEPS+=("$s") ;;
   esac
 done
@@ -166,6 +170,9 @@ for s in "${STEPS[@]}"; do
       # workload, appended to the day's file, skipping what it already holds
       step eager_lib timeout ${LIB_TIMEOUT:-500} python3 scripts/run_library.py -o "$RES/eager_lib_$STAMP.jsonl" \
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
+    locktest)
+      # the driver's process lock (cuCheckpointProcessLock) on this GPU: a busy process locked, drained, unlocked
+      step locktest timeout 60 python3 -m pytest -q -s -p no:cacheprovider -rs tests/engine/test_cudalock.py ;;
     issue29)
       # issue 29's last records: qwen3 qk_norm_rope's eager (rounded once) and the top-k sampler's Triton kernel (its
       # bound a constexpr now), every workload, eager and Triton, skipping what the day's file holds of these files
