@@ -22,7 +22,8 @@ from solbench.engine.problem_code import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "problems"
-QUACK = sorted(PROBLEMS.glob("*/*/solutions/lib_quack_*.py"))
+# the GEMM adapters (lib_quack_gemm*) stand in for quack.gemm_interface: tests/library/test_quack_gemm_baselines.py
+QUACK = sorted(p for p in PROBLEMS.glob("*/*/solutions/lib_quack_*.py") if not p.stem.startswith("lib_quack_gemm"))
 FA4 = sorted(PROBLEMS.glob("*/*/solutions/lib_fa4_*.py"))
 QUACK_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

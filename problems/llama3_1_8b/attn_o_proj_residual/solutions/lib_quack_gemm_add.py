@@ -1,0 +1,26 @@
+"""quack's gemm_add (CuTe DSL), out = attn @ weight^T + residual, as a library baseline.
+
+Needs quack (quack-kernels; skipped when absent). quack.gemm_interface's B is (K, N): weight.mT, a view with K
+contiguous (the k-major B quack's own Linear passes as weight.T); no copy. gemm_add computes D = A @ B + C with C
+the residual: C is read in the epilogue and added to the float32 accumulator, the sum rounded once to bfloat16. The
+residual add is fused; nothing runs outside the one kernel.
+"""
+
+import torch
+from quack.gemm_interface import gemm_add
+
+BASELINE = "quack-kernels"  # read by solbench (never imported): the record names the library and its version
+REQUIRES = ["quack.gemm_interface"]  # read by solbench (never imported) to skip this file when it is not installed
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    # quack's TMA loads need a unit-stride last dim, the other strides and the base address in multiples of 16
+    # bytes; another view (strided, broadcast, transposed) is copied, contiguous
+    unit = 16 // t.element_size()
+    if t.stride(-1) == 1 and all(s > 0 and s % unit == 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def run(attn: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    return gemm_add(_tma_ready(attn), _tma_ready(weight).mT, _tma_ready(residual))
