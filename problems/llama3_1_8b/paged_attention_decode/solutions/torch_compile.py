@@ -1,15 +1,37 @@
-"""torch.compile of this folder's torch_eager.run, compiled on the first call (static shapes)."""
+"""torch.compile of one sequence's GQA decode attention (float32 scores and softmax, a bf16 P @ V), compiled once
+on the first call with the sequence's length marked dynamic; the loop over sequences and the page gathers (this
+folder's torch_eager) stay eager.
+
+Compiling the folder's whole torch_eager.run specialised on the lengths and page offsets (read on the host with
+.tolist()), so every new batch recompiled, inside the timed window. Here the length is a dynamic size: one graph
+for every length of 2 or more (a dynamic size specialises 0 and 1, so a sequence of one token runs the same
+function uncompiled). The attention is written out (matmul, softmax, matmul) rather than SDPA, whose backend
+choice at compile time could guard on the length.
+"""
+
+import torch
 
 import solbench
 
-_eager = solbench.load_sibling(__file__, "torch_eager.py").run
+_sequence_kv = solbench.load_sibling(__file__, "torch_eager.py").sequence_kv
 _compiled = None
+
+
+def _attend(q, k, v, sm_scale):
+    """One sequence: q [HQ, D] against its k, v [L, HKV, D] (query head h reads KV head h // (HQ / HKV))."""
+    hkv, d = k.shape[1], k.shape[2]
+    scores = torch.matmul(q.float().view(hkv, -1, d), k.float().permute(1, 2, 0)) * sm_scale  # [HKV, G, L]
+    return torch.matmul(scores.softmax(-1).to(v.dtype), v.transpose(0, 1)).view(-1, d)
 
 
 def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
     global _compiled
     if _compiled is None:
-        import torch
-
-        _compiled = torch.compile(_eager, dynamic=False)
-    return _compiled(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale)
+        _compiled = torch.compile(_attend, dynamic=False)
+    out = torch.empty_like(q)
+    for b, (k, v) in enumerate(_sequence_kv(k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len)):
+        attend = _attend if k.shape[0] < 2 else _compiled
+        for t in (k, v):
+            torch._dynamo.mark_dynamic(t, 0)
+        out[b] = attend(q[b], k, v, sm_scale)
+    return out
