@@ -17,6 +17,7 @@ parent-private memory. Offsets are computed by each receiver from the descriptor
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -274,6 +275,11 @@ class WorkerPool:
         device = int(pool["device"])
         torch.cuda.set_device(device)
         if self.mapping is not None:
+            # Views of the old pool in garbage not yet collected (a finished call's inputs, held in a cycle) die
+            # before it is unmapped: a candidate that walks the garbage collector's objects read them unmapped
+            # (H200, 2026-12-03: the super_batch exploit's batched GEMM failed in the worker, not its verdict).
+            self._shared = []
+            gc.collect()
             self.mapping.close()
             self.mapping = None
         self.mapping = vmm.open_fd(fd, int(pool["bytes"]), device)

@@ -440,3 +440,27 @@ def test_a_burst_room_made_before_the_timing_carries_the_timing_and_a_shorter_bu
     assert stacked.shape == (calls, 64, 32)
     for c in range(calls):
         assert torch.equal(stacked[c], f(*sets[c % 2])), c
+
+
+def test_a_new_pool_leaves_no_object_viewing_the_old_one(simulated_pool):
+    """When a new, larger pool replaces the old one, nothing the garbage collector can list (garbage not yet
+    collected included: a finished call's inputs held in a cycle) still views the old pool, which is unmapped:
+    a candidate walking gc's objects would read unmapped device memory (H200, 2026-12-03: super_batch)."""
+    import gc
+
+    import torch
+
+    f, worker, parent, sets, expect, timing_request = _timed_worker_and_parent()
+    _serve(worker, parent, [{"op": "call", "inputs": sets[0], "expect": expect}])
+    base, size = worker.pool.mapping.tensor(0, 1).data_ptr(), worker.pool.mapping.size
+    old = worker.pool.mapping
+
+    def viewing_old() -> list[tuple[int, ...]]:
+        return [tuple(x.shape) for o in gc.get_objects() if type(o) in (list, tuple, dict)
+                for x in (o.values() if type(o) is dict else o)
+                if type(x) is torch.Tensor and x.numel() and base <= x.data_ptr() < base + size]
+
+    assert viewing_old(), "the control: the call's inputs outlive it, in garbage"
+    _serve(worker, parent, [{"op": "burst_prepare", "calls": 5, "expect": expect, "reply_room": 10 * size}])
+    assert old.closed and worker.pool.mapping is not old
+    assert viewing_old() == []
