@@ -59,6 +59,7 @@ OUTPUT_BUDGET_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
 # The least claimed / parent-measured ratio an honest candidate shows (measured: docs/security.md).
 MIN_RATIO = {"cpu": 0.25, "cuda": 0.25}
 OVERHEAD_CALLS = 1000  # calls of the harness's own loop timed in the parent
+REPLY_SAMPLE_BYTES = 32 << 20  # the kept outputs copied in the parent to time the CPU reply's copy per call
 TRANSPORT_CALLS = 4  # calls' outputs moved through the memfd route to time its share of a GPU burst call
 # The most of a burst's time the harness's own work may account for and the burst still conclude:
 # beyond it, what is left for the candidate is too small a difference of two noisy figures.
@@ -295,10 +296,11 @@ def ping(request: Request, timeout_s: float) -> float:
     return best
 
 
-def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], m: int) -> Callable[[], None]:
+def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], m: int,
+                  ) -> tuple[Callable[[], None], list[Any]]:
     """The burst's loop over its first ``m`` calls with a candidate that does nothing, on a copy of the
-    first set, in this process: only the harness's own work (the loop, the edit, keeping the output in
-    its row, and the reply's copy of the rows)."""
+    first set, in this process: only the harness's own work (staging their edits, the loop, the edit,
+    keeping the output in its row); and the rows it keeps (:func:`reply_copy` copies from them)."""
     import torch
 
     from solbench.timing import drive
@@ -308,35 +310,78 @@ def _harness_loop(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, An
     edits = [{"input": names.index(n), "calls": at[at < m], "index": ix[at < m], "values": v[at < m]}
              for n, (at, ix, v) in bp.edits.items()]
     sets = [[torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v for v in cases.sets[0].inputs.values()]]
-    staged = stage_edits(sets, edits, m)
     buffers = output_buffers(m, expect, cases.device)
     outs = [torch.Tensor.clone(v) for v in cases.sets[0].expected.values()]
     out = outs[0] if len(outs) == 1 else tuple(outs)
-
     sync = torch.cuda.synchronize if str(cases.device).startswith("cuda") else None
 
     def loop() -> None:
-        drive(burst_plan(sets, m, staged, buffers, sync), lambda *args: out)
-        for b in buffers:
-            torch.Tensor.clone(b)
+        # The worker stages every call's edits in the request, before its first call: its share per call.
+        drive(burst_plan(sets, m, stage_edits(sets, edits, m), buffers, sync), lambda *args: out)
 
-    return loop
+    return loop, buffers
+
+
+def reply_copy(rows: list[Any], out_bytes: int, calls: int) -> float:
+    """The CPU time per call of the reply's copy of a call's outputs: up to ``REPLY_SAMPLE_BYTES`` of the
+    kept ``rows`` copied by one thread here into memory already touched. A reply of ``SHM_MIN_BYTES`` and
+    more goes into the shared-memory file the worker faulted in before the burst
+    (:func:`solbench.worker.burst.reply_arena`) by one torch copy, over its intra-op threads: memory-bound,
+    each as busy as one alone (measured on a 2-core machine 2026-12-02: 11.6 us per 128 KiB row over two
+    threads, 5.8 in one), so the one thread's time counts once per thread; a smaller one goes as inline
+    frames, one thread's copy into the socket."""
+    import torch
+
+    from solbench.worker.wire import SHM_MIN_BYTES
+
+    k = max(1, min(r.shape[0] for r in rows)) if rows else 0
+    k = min(k, max(1, REPLY_SAMPLE_BYTES // max(out_bytes, 1)))
+    pairs = [(r[:k].reshape(-1).view(torch.uint8), torch.zeros(r[:k].numel() * r.element_size(), dtype=torch.uint8))
+             for r in rows if r.numel()]
+    if not pairs:
+        return 0.0
+    views = [(memoryview(dst.numpy()), memoryview(src.numpy())) for src, dst in pairs]
+    t0 = time.thread_time()
+    for dst, src in views:
+        dst[:] = src
+    threads = torch.get_num_threads() if calls * out_bytes >= SHM_MIN_BYTES else 1
+    return (time.thread_time() - t0) * threads / k
+
+
+def _untroubled(loop: Callable[[], None]) -> float:
+    """This thread's CPU time over ``loop()``, the garbage collector held off: a full collection of this
+    process's objects (the parent's, not the worker's) landing in the ``OVERHEAD_CALLS`` sampled calls
+    read 30 us a call for a loop of 9 (2026-12-02); in the worker's burst it is spread over all its calls."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.thread_time()
+        loop()
+        return time.thread_time() - t0
+    finally:
+        if was:
+            gc.enable()
 
 
 def harness_overhead(cases: WorkloadCases, bp: BurstPlan, expect: list[dict[str, Any]], device_type: str) -> float:
-    """The harness's own work per burst call (:func:`_harness_loop` over up to ``OVERHEAD_CALLS`` calls):
-    CPU time on the CPU, wall time on a GPU (as :func:`judge` counts)."""
+    """The harness's own work per burst call: :func:`_harness_loop` over up to ``OVERHEAD_CALLS`` calls, and
+    on the CPU the reply's copy of a call's outputs (:func:`reply_copy`); CPU time on the CPU (the kernel's
+    count of the worker's, which :func:`judge` takes), wall time on a GPU (with the reply's copy, as before)."""
     import torch
 
     m = min(bp.calls, OVERHEAD_CALLS)
-    loop = _harness_loop(cases, bp, expect, m)
-    sync = torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
-    clock = time.thread_time if device_type == "cpu" else time.perf_counter
-    sync()
-    t0 = clock()
+    loop, buffers = _harness_loop(cases, bp, expect, m)
+    if device_type == "cpu":
+        return _untroubled(loop) / m + reply_copy(buffers, output_bytes(cases), bp.calls)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     loop()
-    sync()
-    return (clock() - t0) / m
+    for b in buffers:
+        torch.Tensor.clone(b)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / m
 
 
 def transport_overhead(cases: WorkloadCases, calls: int) -> float:

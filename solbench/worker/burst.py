@@ -37,7 +37,10 @@ class Staged:
 
     def __init__(self) -> None:
         self.inputs: dict[int, tuple[tuple[Any, ...], Any]] = {}
-        self.calls: dict[int, tuple[int, int]] = {}
+        # Per call its input and its row, in two dicts of ints: the garbage collector tracks neither (a
+        # tuple per call, 20,000 of them, set off collections of the worker's objects in its burst).
+        self.calls: dict[int, int] = {}
+        self.rows: dict[int, int] = {}
 
     def __contains__(self, c: int) -> bool:
         return c in self.calls
@@ -75,7 +78,7 @@ def stage_edits(sets: Sequence[Sequence[Any]], edits: Any, calls: int) -> Staged
         for row, c in enumerate(at.tolist()):
             if not 0 <= c < calls or c in staged.calls:
                 raise TimingError(f"burst edit of call {c}: out of range or repeated")
-            staged.calls[c] = (j, row)
+            staged.calls[c], staged.rows[c] = j, row
     return staged
 
 
@@ -91,6 +94,28 @@ def output_buffers(calls: int, expect: Sequence[dict[str, Any]], device: str) ->
         b.zero_()
         bufs.append(b)
     return bufs
+
+
+def reply_arena(buffers: list[Any]) -> Any:
+    """A shared-memory file for the burst's reply (:class:`solbench.worker.wire.SendArena`), sized for its
+    rows and every page of it faulted in now, by a copy of the zeroed rows (in ``burst_prepare``, before
+    the parent's clock); None for device rows or a reply small enough for inline frames. The reply's
+    copy into a fresh file paid a page fault every 4 KiB inside the clock: on a 2-core machine
+    (2026-12-02) 5-25 us per 8 KiB row of ``tiny.scaled_add`` n32, more than the harness's loop and
+    several times an honest tiny call, and noisy with the machine's load; into this file it is a copy
+    (0.8 us per row, the kernel's count over both threads), which the parent's estimate of the
+    harness's work counts (:func:`solbench.engine.burst.harness_overhead`)."""
+    from solbench.worker.wire import SHM_MIN_BYTES, SendArena
+
+    if not buffers or any(b.device.type != "cpu" for b in buffers):
+        return None
+    if sum(b.numel() * b.element_size() for b in buffers) < SHM_MIN_BYTES:
+        return None
+    arena = SendArena()
+    if arena.write(buffers) is None:  # too large for an arena, or no sealable memfd here: a fresh file
+        arena.close()
+        return None
+    return arena
 
 
 def _keep(out: Any, buffers: list[Any] | None, c: int) -> Any:
@@ -119,9 +144,9 @@ def burst_plan(sets: Sequence[Sequence[Any]], calls: int, staged: Staged, buffer
     misfits = {}
     for c in range(calls):
         s = c % n_sets
-        edit = staged.calls.get(c)
-        if edit is not None:
-            j, row = edit
+        j = staged.calls.get(c)
+        if j is not None:
+            row = staged.rows[c]
             index, values = staged.inputs[j]
             _index_put_(bit_view(sets[s][j]), tuple(x[row] for x in index), values[row])
         out = yield sets[s]

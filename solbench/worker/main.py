@@ -89,7 +89,7 @@ from typing import Any
 from solbench.data import apply_layout
 from solbench.guards import same_bytes, setup_worker, worker_findings, worker_probe
 from solbench.timing import drive
-from solbench.worker.burst import burst_plan, output_buffers, stage_edits
+from solbench.worker.burst import burst_plan, output_buffers, reply_arena, stage_edits
 
 _perf_counter = time.perf_counter  # the timing request's own breakdown (diagnostic)
 
@@ -198,6 +198,7 @@ class Worker:
         self.pool: Any = None
         self.timed_sets: list[list[Any]] | None = None  # the last timing's sets, for a burst after it
         self.burst_buffers: list[list[Any]] | None = None  # room for a burst's outputs (burst_prepare)
+        self.reply_arena: Any = None  # the burst reply's shared-memory file, faulted in (burst_prepare)
 
     def _shared(self, v: Any) -> int | None:
         """Which tensor of a device-route request ``v`` is, or None (not one, or another route)."""
@@ -349,6 +350,7 @@ class Worker:
         """Between records: what this worker holds on the device for them goes back (a pool sized for a
         large record's burst would stay held while its lane waits for the next one)."""
         self.timed_sets, self.burst_buffers = None, None
+        self.drop_reply_arena()
         if self.pool is not None:
             self.pool.close()
         release_device_memory()
@@ -448,9 +450,16 @@ class Worker:
     def burst_prepare(self, msg: dict) -> dict:
         """Room for the next burst's outputs (:func:`solbench.worker.burst.output_buffers`), untimed."""
         self.burst_buffers = None
+        self.drop_reply_arena()
         self.burst_buffers = output_buffers(int(msg["calls"]), msg["expect"], self.device)
+        self.reply_arena = reply_arena(self.burst_buffers)
         self._sync()
         return {"ok": True}
+
+    def drop_reply_arena(self) -> None:
+        if self.reply_arena is not None:
+            self.reply_arena.close()
+            self.reply_arena = None
 
     def burst(self, msg: dict) -> Any:
         """The plan of a ``burst`` request: back-to-back calls on the last timing's sets (module docstring)."""
@@ -552,13 +561,15 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
             except BaseException as err:  # noqa: B036 - the candidate's failure, whatever it is, is data
                 encoded = pool.encode(_failure(err))
         try:
-            pool.send(sock, encoded)
+            # A burst's reply goes into the file its burst_prepare faulted in (solbench.worker.burst.reply_arena).
+            pool.send(sock, encoded, arena=worker.reply_arena if op == "burst" else None)
         except SharedFileError as err:  # nothing of the reply was sent: say why instead of dying
             pool.send(sock, pool.encode({"ok": False, "kind": "runtime",
                                          "message": f"the worker could not send its reply by memfd: {err.strerror}"}))
         if op == "burst":  # its output rows (up to 4 GiB) go back to the device, not to this cache
             del encoded
             worker.burst_buffers = None
+            worker.drop_reply_arena()
             release_device_memory()
 
 

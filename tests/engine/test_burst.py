@@ -147,6 +147,68 @@ def test_the_harness_overhead_is_measured_in_the_parent():
     assert 1e-7 < per_call < 1e-3  # microseconds: a loop step, a few-element write, a small copy
 
 
+def _worker_side_cpu(cases, bp, header, run, arena):
+    """CPU time per call of this process (every thread: the kernel's count of a worker's) doing a burst
+    request's work as a CPU worker does (solbench.worker.main: Worker.burst_prepare untimed, then stage
+    the edits, the calls, and the reply sent through the file made for it) with ``run`` as the candidate."""
+    import socket
+
+    from solbench.worker.burst import reply_arena
+    from solbench.worker.wire import encode_header, recv_message, send_encoded
+
+    sets = _worker_sets(cases, draw_plan(cases, 10))
+    buffers = output_buffers(bp.calls, header["expect"], "cpu")
+    room = reply_arena(buffers) if arena else None
+    a, b = socket.socketpair()
+    with a, b:
+        t0 = time.process_time()
+        staged = stage_edits(sets, header["edits"], bp.calls)
+        drive(burst_plan(sets, bp.calls, staged, buffers), run)
+        send_encoded(a, *encode_header({"ok": True, "stacked": buffers, "misfits": [], "findings": []}),
+                     time.monotonic() + 60, arena=room)
+        spent = time.process_time() - t0
+        reply = recv_message(b, time.monotonic() + 60)
+    if room is not None:
+        room.close()
+    return spent / bp.calls, reply["stacked"], buffers
+
+
+def test_the_harness_overhead_matches_the_worker_side_of_a_burst_with_a_candidate_that_does_nothing():
+    """The parent's estimate of the harness's own work per call against an independent measurement: this
+    process's CPU time (all its threads) over every call of the worker's side of a burst, the candidate
+    returning one output it made before. Before the reply had a file faulted in ahead of the burst, its
+    copy paid a page fault every 4 KiB here (5-25 us per call for n32's 8 KiB rows), which the estimate
+    missed: honest 1.6 us calls were judged REWARD_HACK."""
+    cases = _cases()
+    calls = 5000  # 40 MB of n32 rows: the reply goes through shared memory
+    bp = burst.draw_burst(cases, calls, 0)
+    header = burst.burst_request(cases, bp, _expect(cases))
+    done = _honest(**cases.sets[0].inputs)
+    threads = torch.get_num_threads()
+    # One intra-op thread: the pool's threads spin on after a parallel copy (the reply file's, made just
+    # before), and this process's CPU time would count that spin in the calls that follow.
+    torch.set_num_threads(1)
+    try:
+        worker = min(_worker_side_cpu(cases, bp, header, lambda *args: done, True)[0] for _ in range(3))
+        estimate = min(burst.harness_overhead(cases, bp, _expect(cases), "cpu") for _ in range(3))
+    finally:
+        torch.set_num_threads(threads)
+    assert 0.7 < estimate / worker < 1.4, (estimate, worker)
+
+
+def test_the_reply_file_is_faulted_in_before_the_burst_and_carries_the_rows():
+    cases = _cases()
+    bp = burst.draw_burst(cases, 4000, 1)
+    header = burst.burst_request(cases, bp, _expect(cases))
+    fresh, _, _ = _worker_side_cpu(cases, bp, header, _honest, False)
+    ready, sent, kept = _worker_side_cpu(cases, bp, header, _honest, True)
+    assert all(torch.equal(s, k) for s, k in zip(sent, kept, strict=True)) and kept[0].abs().sum() > 0
+    assert ready < fresh  # the fresh file's page faults are inside the clock; the prepared one's before it
+    from solbench.worker.burst import reply_arena
+
+    assert reply_arena(output_buffers(4, _expect(cases), "cpu")) is None  # inline frames: no file
+
+
 def test_the_call_count_follows_the_claim_within_its_caps():
     assert burst.call_count(1e-3, 1024, "cpu") == round(burst.TARGET_S / 1e-3)
     assert burst.call_count(1e-9, 1024, "cpu") == burst.MAX_CALLS  # a forged tiny claim: capped
@@ -424,3 +486,32 @@ def test_a_first_burst_made_ready_ahead_runs_in_the_window_with_its_pings_and_ca
                                  release=lambda: events.append("release"), first=first)
     assert events[:7] == ["ping"] * 5 + ["burst", "release"], events
     assert summary["attempts"][0]["calls"] == calls
+
+
+@pytest.mark.slow
+def test_an_honest_microsecond_candidate_passes_its_burst_in_a_real_worker_with_the_harness_work_estimated(tmp_path):
+    """``tiny.scaled_add`` n4 and n32 (1.5 us calls, the harness's own work several times that) through a
+    real worker: PASSED, and wherever other processes left the cores alone, the parent's estimate of the
+    harness's work per call is within a factor 1.5 of the kernel's count of the worker's CPU time per call
+    less the claim, and a conclusive attempt's ratio is at least 1.5 x ``MIN_RATIO`` (at main's base: 0.20-0.27,
+    the n32 record REWARD_HACK)."""
+    import solbench
+    from solbench.engine.identity import RunIdentity
+    from solbench.engine.runner import PlanItem, Runner
+    from solbench.worker.candidate import describe_candidates
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl", identity=RunIdentity(run_id="burst", base_seed=11))
+    problem = load_problem(TINY / "scaled_add")
+    honest = Path(__file__).resolve().parents[1] / "candidates" / "honest.py"
+    records = runner.run_item(PlanItem(problem, problem.workloads[:2], describe_candidates([honest])))
+    assert [r.status for r in records] == ["PASSED", "PASSED"]
+    for r in records:
+        summary = r.correctness["burst"]
+        for a in summary["attempts"]:
+            seen = a["outside"]
+            if a["outside_share"] > burst.MAX_OUTSIDE_SHARE:
+                continue
+            worker = (seen["worker_cpu_s"] + seen["other_cpu_s"]) / a["calls"] - summary["claimed_s"]
+            assert 1 / 1.5 < a["overhead_s"] / worker < 1.5, (r.workload, a)
+            assert not a["conclusive"] or a["ratio"] >= 1.5 * burst.MIN_RATIO["cpu"], (r.workload, a)

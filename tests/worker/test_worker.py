@@ -280,23 +280,41 @@ def test_failure_message_keeps_the_first_line_and_the_last():
 
 def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatch):
     """A burst's output rows (up to 4 GiB) are cached by the worker's allocator once sent: the worker
-    gives them back after the reply (other records in flight need the memory), and only then."""
+    gives them back after the reply (other records in flight need the memory), and only then. Its reply
+    goes into the file its burst_prepare made (solbench.worker.burst.reply_arena), dropped after it."""
+    from solbench.worker import devwire
     from solbench.worker import main as worker_main
     from solbench.worker.wire import recv_message, send_message
 
     handled: list[str] = []
     released: list[list[str]] = []
+    dropped: list[list[str]] = []
+    arenas: list[object | None] = []
 
     class Fake:
         pool = None
         burst_buffers = None
+        reply_arena: object | None = None
 
         def handle(self, msg):
             handled.append(msg["op"])
+            if msg["op"] == "burst_prepare":
+                self.reply_arena = object()  # what reply_arena made: the reply's tensors are too small to use it
             return {"ok": True, "stacked": [torch.zeros(4)]}
+
+        def drop_reply_arena(self):
+            dropped.append(list(handled))
+            self.reply_arena = None
 
         load = call_setup = burst_prepare = release = handle
 
+    send = devwire.WorkerPool.send
+
+    def recording_send(sock, encoded, deadline=None, arena=None):
+        arenas.append(arena)
+        send(sock, encoded, deadline, arena)
+
+    monkeypatch.setattr(devwire.WorkerPool, "send", staticmethod(recording_send))
     monkeypatch.setattr(worker_main, "release_device_memory", lambda: released.append(list(handled)))
     a, b = socket.socketpair()
     done = threading.Thread(target=worker_main.serve, args=(b, Fake()), daemon=True)
@@ -309,6 +327,8 @@ def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatc
     send_message(a, {"op": "exit"})
     done.join(5)
     assert released == [ops[:3], ops]  # right after each burst (its reply sent), after no other request
+    assert dropped == released  # its reply's file too
+    assert [a is not None for a in arenas] == [op == "burst" and i == 2 for i, op in enumerate(ops)]
 
 
 def test_release_drops_the_workers_pool_burst_room_and_cached_memory(monkeypatch):
