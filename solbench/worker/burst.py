@@ -7,7 +7,7 @@ parent's refresh left them), call ``c`` on set ``c % n_sets``; before a call the
 any, overwrites a few elements of one input of that set in place with values the candidate has not seen;
 after it a copy of its output is kept, in room allocated by a ``burst_prepare`` request before
 the burst (``{"op": "burst_prepare", "calls": n, "expect": [...]}``: nothing about the inputs, so
-nothing to compute ahead). Every output goes back: the parent checks calls it chooses only
+nothing to compute ahead), with the reply's shared-memory file, its pages faulted in then (:func:`reply_arena`). Every output goes back: the parent checks calls it chooses only
 once the reply is in, so no call can be skipped safely.
 
 Edits arrive packed per input (``{"input": j, "calls": int64 [c], "index": int64 [c, E], "values": [c, E]}``)
