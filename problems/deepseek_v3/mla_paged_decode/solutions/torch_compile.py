@@ -1,6 +1,6 @@
 """torch.compile of one sequence's absorbed-MLA decode (float32 scores and softmax, a bf16 P @ V), compiled once
-on the first call with the sequence's length marked dynamic; the loop over sequences and the page gathers (this
-folder's torch_eager) stay eager.
+on the first call with the sequence's length marked dynamic; the loop over sequences and the page gathers
+(as this folder's torch_eager makes them) stay eager.
 
 Compiling the folder's whole torch_eager.run specialised on the lengths and page offsets (read on the host with
 .tolist()), so every new batch recompiled, inside the timed window. Here the length is a dynamic size: one graph
@@ -10,11 +10,18 @@ function uncompiled).
 
 import torch
 
-import solbench
-
-_sequence_rows = solbench.load_sibling(__file__, "torch_eager.py").sequence_rows
 ROPE_DIMS = 64
 _compiled = None
+
+
+def _sequence_rows(kv_cache, kv_indptr, kv_indices, kv_last_page_len):
+    """Each sequence's latent rows [L, CR] (bf16), gathered from its pages, in batch order."""
+    ps = kv_cache.shape[1]
+    pages = (kv_indptr[1:] - kv_indptr[:-1]).long()
+    lengths = ((pages - 1) * ps + kv_last_page_len.long()).tolist()
+    starts = kv_indptr.tolist()
+    for b, length in enumerate(lengths):
+        yield kv_cache[kv_indices[starts[b]:starts[b + 1]].long()].flatten(0, 1)[:length]
 
 
 def _attend(q, rows, softmax_scale):

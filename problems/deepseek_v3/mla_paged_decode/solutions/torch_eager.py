@@ -11,20 +11,14 @@ import torch
 ROPE_DIMS = 64
 
 
-def sequence_rows(kv_cache, kv_indptr, kv_indices, kv_last_page_len):
-    """Each sequence's latent rows [L, CR] (bf16), gathered from its pages, in batch order."""
-    ps = kv_cache.shape[1]
+def run(q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, softmax_scale):
+    ps, latent = kv_cache.shape[1], q.shape[-1] - ROPE_DIMS
     pages = (kv_indptr[1:] - kv_indptr[:-1]).long()
     lengths = ((pages - 1) * ps + kv_last_page_len.long()).tolist()
     starts = kv_indptr.tolist()
-    for b, length in enumerate(lengths):
-        yield kv_cache[kv_indices[starts[b]:starts[b + 1]].long()].flatten(0, 1)[:length]
-
-
-def run(q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, softmax_scale):
-    latent = q.shape[-1] - ROPE_DIMS
     out = torch.empty(*q.shape[:2], latent, dtype=q.dtype, device=q.device)
-    for b, rows in enumerate(sequence_rows(kv_cache, kv_indptr, kv_indices, kv_last_page_len)):
+    for b, length in enumerate(lengths):
+        rows = kv_cache[kv_indices[starts[b]:starts[b + 1]].long()].flatten(0, 1)[:length]  # [L, CR] bf16
         scores = torch.matmul(q[b].float(), rows.float().t()) * softmax_scale
         out[b] = torch.matmul(scores.softmax(-1).to(q.dtype), rows[:, :latent])
     return out

@@ -1,6 +1,6 @@
 """torch.compile of one sequence's GQA decode attention (float32 scores and softmax, a bf16 P @ V), compiled once
-on the first call with the sequence's length marked dynamic; the loop over sequences and the page gathers (this
-folder's torch_eager) stay eager.
+on the first call with the sequence's length marked dynamic; the loop over sequences and the page gathers
+(as this folder's torch_eager makes them) stay eager.
 
 Compiling the folder's whole torch_eager.run specialised on the lengths and page offsets (read on the host with
 .tolist()), so every new batch recompiled, inside the timed window. Here the length is a dynamic size: one graph
@@ -11,10 +11,18 @@ choice at compile time could guard on the length.
 
 import torch
 
-import solbench
-
-_sequence_kv = solbench.load_sibling(__file__, "torch_eager.py").sequence_kv
 _compiled = None
+
+
+def _sequence_kv(k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
+    """Each sequence's keys and values [L, HKV, D], gathered from its pages, in batch order."""
+    ps = k_cache.shape[1]
+    pages = (kv_indptr[1:] - kv_indptr[:-1]).long()
+    lengths = ((pages - 1) * ps + kv_last_page_len.long()).tolist()
+    starts = kv_indptr.tolist()
+    for b, length in enumerate(lengths):
+        idx = kv_indices[starts[b]:starts[b + 1]].long()
+        yield k_cache[idx].flatten(0, 1)[:length], v_cache[idx].flatten(0, 1)[:length]
 
 
 def _attend(q, k, v, sm_scale):

@@ -1,6 +1,6 @@
 """torch.compile of one sequence's tree verification (its prefix and draft keys, the tree as a mask, float32
 scores and softmax, a bf16 P @ V), compiled once on the first call with the key count marked dynamic; the loop
-over sequences and the gathers (this folder's torch_eager) stay eager.
+over sequences and the gathers (as this folder's torch_eager makes them) stay eager.
 
 Compiling the folder's whole torch_eager.run specialised on the lengths and page offsets (read on the host with
 .tolist()), so every new batch recompiled, inside the timed window. Here the key count is a dynamic size: one
@@ -11,10 +11,21 @@ rather than SDPA, whose backend choice at compile time could guard on the mask's
 
 import torch
 
-import solbench
-
-_sequence_kv_mask = solbench.load_sibling(__file__, "torch_eager.py").sequence_kv_mask
 _compiled = None
+
+
+def _sequence_kv_mask(k_draft, v_draft, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, tree_mask):
+    """Per sequence in batch order: its keys and values [L+N, HKV, D] (the prefix pages, then the draft tokens)
+    and what each draft token sees [N, L+N] (the whole prefix, then its tree ancestors and itself)."""
+    ps, n = k_cache.shape[1], k_draft.shape[1]
+    pages = (kv_indptr[1:] - kv_indptr[:-1]).long()
+    lengths = ((pages - 1) * ps + kv_last_page_len.long()).tolist()
+    starts = kv_indptr.tolist()
+    for b, length in enumerate(lengths):
+        idx = kv_indices[starts[b]:starts[b + 1]].long()
+        yield (torch.cat([k_cache[idx].flatten(0, 1)[:length], k_draft[b]]),
+               torch.cat([v_cache[idx].flatten(0, 1)[:length], v_draft[b]]),
+               torch.cat([tree_mask.new_ones(n, length), tree_mask[b]], dim=1))
 
 
 def _attend(q, k, v, allowed, sm_scale):
