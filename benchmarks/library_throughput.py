@@ -98,6 +98,7 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
             "exclusive_s": round(alone, 2), "exclusive_by_kind_s": by_kind,
             "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals)),
             "locks": gate.locks, "lock_failures": gate.lock_failures, "unlock_failures": gate.unlock_failures,
+            "lock_refusals": dict(getattr(gate.lock, "refusals", {})),  # the driver's codes, by count
             "shared_by_kind": shared_by_kind(gate.intervals)}
 
 

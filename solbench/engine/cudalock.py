@@ -11,11 +11,11 @@ window runs, the worker is unlocked. The guarantee is the driver's, not the lock
 from __future__ import annotations
 
 import ctypes
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from solbench.settings import PROCESS_LOCK_TIMEOUT_MS
-
-Locker = Callable[[int], Callable[[], bool] | None]
 
 
 class _LockArgs(ctypes.Structure):
@@ -24,9 +24,24 @@ class _LockArgs(ctypes.Structure):
     _fields_ = [("timeoutMs", ctypes.c_uint), ("reserved0", ctypes.c_uint), ("reserved1", ctypes.c_uint64 * 7)]
 
 
-def process_locker(timeout_ms: int = PROCESS_LOCK_TIMEOUT_MS) -> Locker | None:
-    """``lock(pid)``: the process locked (its unlock returned, which says whether it took), or None when it could
-    not be locked within ``timeout_ms`` (it is left running). None where the driver has no process lock."""
+class ProcessLocker:
+    """``locker(pid)``: the process locked (its unlock returned, which says whether it took), or None when it could
+    not be locked within ``timeout_ms`` (it is left running); ``refusals`` counts the driver's codes for those."""
+
+    def __init__(self, lock: Any, unlock: Any, timeout_ms: int) -> None:
+        self._lock, self._unlock, self.timeout_ms = lock, unlock, timeout_ms
+        self.refusals: Counter[int] = Counter()
+
+    def __call__(self, pid: int) -> Callable[[], bool] | None:
+        rc = self._lock(pid, ctypes.byref(_LockArgs(timeoutMs=self.timeout_ms)))
+        if rc != 0:
+            self.refusals[int(rc)] += 1
+            return None
+        return lambda: self._unlock(pid, None) == 0
+
+
+def process_locker(timeout_ms: int = PROCESS_LOCK_TIMEOUT_MS) -> ProcessLocker | None:
+    """The driver's process lock (:class:`ProcessLocker`); None where the driver has none."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
         lock, unlock = lib.cuCheckpointProcessLock, lib.cuCheckpointProcessUnlock
@@ -34,11 +49,4 @@ def process_locker(timeout_ms: int = PROCESS_LOCK_TIMEOUT_MS) -> Locker | None:
         return None
     lock.argtypes, lock.restype = [ctypes.c_int, ctypes.POINTER(_LockArgs)], ctypes.c_int
     unlock.argtypes, unlock.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_int
-
-    def lock_process(pid: int) -> Callable[[], bool] | None:
-        args = _LockArgs(timeoutMs=timeout_ms)
-        if lock(pid, ctypes.byref(args)) != 0:
-            return None
-        return lambda: unlock(pid, None) == 0
-
-    return lock_process
+    return ProcessLocker(lock, unlock, timeout_ms)

@@ -83,3 +83,25 @@ def test_a_locked_process_runs_no_device_work_until_unlocked():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_locker_counts_the_drivers_refusals_by_code_and_unlocks_what_it_locked():
+    """On any machine: the driver's entry points stood in for, the locker passes the pid and its timeout, gives
+    None and counts the code when the driver refuses, and an unlock that reports whether it took."""
+    from solbench.engine.cudalock import ProcessLocker
+
+    calls: list[tuple] = []
+
+    def lock(pid, args):
+        calls.append(("lock", pid, args._obj.timeoutMs))
+        return 0 if pid == 7 else 999
+
+    def unlock(pid, args):
+        calls.append(("unlock", pid))
+        return 0
+
+    locker = ProcessLocker(lock, unlock, 250)
+    assert locker(8) is None and locker(8) is None and dict(locker.refusals) == {999: 2}
+    release = locker(7)
+    assert release is not None and release() is True
+    assert calls == [("lock", 8, 250), ("lock", 8, 250), ("lock", 7, 250), ("unlock", 7)]
