@@ -115,9 +115,15 @@ class DeviceGate:
             return False
         if self._writers_waiting == 0:
             return True
-        if self._long > 0 and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
+        if self._unlockable_long() and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
             return True  # the timing waits for a long request anyway
         return not self._due()
+
+    def _unlockable_long(self) -> bool:
+        """Whether a long request in flight is one a timing cannot lock (it waits for that one to end anyway;
+        the others it locks once the short requests in flight have ended, so new ones wait)."""
+        lockable = sum(1 for h in self._long_holds if not h.lock_failed) if self.lock is not None else 0
+        return self._long > lockable
 
     def _due(self) -> bool:
         """Whether the waiting timings' batch is due (then the gate stays closed until they are done)."""
@@ -220,19 +226,20 @@ class DeviceGate:
                 if self._writers_waiting == 0:
                     self._closed = False
 
-        def leave() -> None:
+        resume = self.pause(pid) if self.pause is not None and self.enabled else None
+
+        def leave() -> None:  # the others run again and are unlocked before another timing may start (and lock)
+            if resume is not None:
+                resume()
+            self._unlock(locked)
             self._writer = False
 
-        resume = self.pause(pid) if self.pause is not None and self.enabled else None
         self._local.alone = True
         try:
             with self._held(Interval(owner, kind, 0.0, 0.0, True, pid), waited, sink, leave):
                 yield
         finally:
             self._local.alone = False
-            if resume is not None:
-                resume()
-            self._unlock(locked)
 
     def _wait_alone(self) -> list[tuple[_Hold, Unlock]]:
         """Wait until the gate is this timing's alone: no untimed request in flight, or only long ones of workers

@@ -175,6 +175,29 @@ def test_a_timing_locks_a_worker_awaited_by_a_long_request_instead_of_waiting_fo
     assert [i.kind for i in gate.intervals if i.owner == "compile"] == ["round", "round"]  # before and after
 
 
+def test_short_requests_wait_while_a_timing_can_lock_the_long_one_and_timings_in_a_row_each_lock_it():
+    """With the long request in flight lockable, short requests arriving while timings wait do not start (they
+    would hold the timings back: H200 call 21, every compile gap stayed); two timings in a row each lock the
+    worker, the first unlocking it before the second may start (else the second found it locked, was refused and
+    waited for the whole compile)."""
+    gate, locks, done, left = DeviceGate(batch=2, max_delay_s=0.05), _FakeLocks(), threading.Event(), []
+    gate.lock = locks
+    worker = _compile(gate, done, left)
+    time.sleep(0.05)
+    timers = [_hold(gate, f"timer{n}", True, 0.03) for n in range(2)]
+    time.sleep(0.01)
+    short = _hold(gate, "short", False, 0.02)
+    for t in [*timers, short]:
+        t.join()
+    done.set()
+    worker.join()
+    by = {i.owner: i for i in gate.intervals}
+    assert by["short"].start >= max(by["timer0"].end, by["timer1"].end), "the short request waited for the timings"
+    assert [e[0] for e in locks.events] == ["lock", "unlock", "lock", "unlock"] and gate.lock_failures == 0
+    assert max(by["timer0"].end, by["timer1"].end) < left[0], "both windows ran while the compile was in flight"
+    assert overlaps(gate.intervals) == []
+
+
 @pytest.mark.parametrize("refuse", [True, False])
 def test_a_long_request_that_cannot_be_locked_or_is_not_only_awaited_is_waited_for(refuse):
     """A worker the driver does not lock, or a long request whose thread is not only awaiting its reply (it
