@@ -332,7 +332,7 @@ def reply_copy(rows: list[Any], out_bytes: int, calls: int) -> float:
     frames, one thread's copy into the socket."""
     import torch
 
-    from solbench.worker.wire import SHM_MIN_BYTES
+    from solbench.worker import SHM_MIN_BYTES
 
     k = max(1, min(r.shape[0] for r in rows)) if rows else 0
     k = min(k, max(1, REPLY_SAMPLE_BYTES // max(out_bytes, 1)))

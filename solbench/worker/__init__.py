@@ -40,6 +40,7 @@ _HOME = {
     "parse_arguments": "main",
     "release_device_memory": "main",
     "unsupported": "vmm",
+    "SHM_MIN_BYTES": "wire",
     "encode_header": "wire",
     "recv_message": "wire",
     "send_encoded": "wire",
