@@ -72,16 +72,16 @@ load_watch() {
   gzip -f "$dir"/parent_*.txt
 }
 
-# `verify`: the GPU checks still open after 2026-12-02, ~27 minutes in all; on the lent machine (10
-# minutes a call) as three calls. `verify_a`: the whole library in the pipelined engine (every shipped
-# torch_eager at every workload: issue 29's eager records too); `verify_b`: every library baseline at its
-# problems' extremes, resuming the day's file (LIB_ARGS=--resume; LIB_TIMEOUT=500); `verify_c`: `solbench
-# profile` over >= 20 problems, the adaptive timer's fidelity and the burst's transport room. The corpus
-# (`adversarial_gpu`) and the service (`serve`) were measured as the issues ask on 2026-12-02 (call 6).
+# `verify`: the GPU checks still open after 2026-12-03, ~20 minutes in all, as three calls of at most 10 minutes
+# (the lent machine's limit). `verify_a`: the driver's process lock, the exploit corpus, then the whole library in the
+# pipelined engine (ADV_TIMEOUT=180 LIB_TIMEOUT=330 THROUGHPUT_ARGS='--time-box 280'); `verify_b`: the library
+# again, longer (LIB_TIMEOUT=540 THROUGHPUT_ARGS='--time-box 480'); `verify_c`: the six torch_compile candidates
+# that compile once per shape now, every workload, then the timer's fidelity and `solbench profile` over >= 20
+# problems (COMPILE_TIMEOUT=150 FIDELITY_TIMEOUT=120 PROFILE_BOX=150 PROFILE_TIMEOUT=240).
 # Carry `.whl/` (pydantic, Liger, py-spy, the service's wheels: scripts/fetch_serve_wheels.sh).
-VERIFY_A="env throughput"
-VERIFY_B="env baselines_resume"
-VERIFY_C="env profile_throughput fidelity fidelity_sets pool_check"
+VERIFY_A="env locktest adversarial_gpu throughput"
+VERIFY_B="env throughput"
+VERIFY_C="env compile_check fidelity profile_throughput"
 VERIFY_D="env lib_smallest fidelity_sets eager_resume"  # issue 29's records first: LIB_SMALL_TIMEOUT, EAGER_TIMEOUT
 FINAL_A="env eager_lib adversarial_gpu serve"  # one call, ~9.5 min: LIB_TIMEOUT=220 ADV_TIMEOUT=200 SERVE_TIMEOUT=115 SERVE_WAIT=90
 # The fifth session's last call (~8.5 min): the profile pairs, the library's pace after the parent's /proc scans,
@@ -173,6 +173,12 @@ for s in "${STEPS[@]}"; do
     locktest)
       # the driver's process lock (cuCheckpointProcessLock) on this GPU: a busy process locked, drained, unlocked
       step locktest timeout 60 python3 -m pytest -q -s -p no:cacheprovider -rs tests/engine/test_cudalock.py ;;
+    compile_check)
+      # the six shipped torch_compile candidates that recompiled for every input set (2026-12-03), every workload
+      step compile_check timeout ${COMPILE_TIMEOUT:-150} python3 scripts/run_library.py -o "$RES/compile_check_$STAMP.jsonl" \
+        --only gpt_oss_20b.moe_mxfp4_gemm qwen3_30b_a3b.moe_grouped_gemm llama3_1_8b.paged_attention_decode \
+        deepseek_v3.mla_paged_decode llama3_1_8b.tree_verify_attention llama3_1_8b.varlen_prefill_attention \
+        --include 'torch_compile*' --budget 0.2 --timeout 120 ;;
     issue29)
       # issue 29's last records: qwen3 qk_norm_rope's eager (rounded once) and the top-k sampler's Triton kernel (its
       # bound a constexpr now), every workload, eager and Triton, skipping what the day's file holds of these files
