@@ -201,7 +201,7 @@ def first_burst(request: Request, cases: WorkloadCases, expect: list[dict[str, A
     header = {"op": "burst_prepare", "calls": calls, "expect": expect,
               "edit_bytes": edit_bytes(burst_request(cases, plan, expect))}
     if room is not None:
-        header["reply_room"] = max(room(dict(header)), timing_room)
+        header["reply_room"] = max(room(header), timing_room)
     request(header, timeout_s, 0)
     return FirstBurst(case, plan)
 

@@ -261,8 +261,8 @@ class DeviceGate:
 
     def _only_lockable(self) -> bool:
         """Every request in flight is a long one of a worker not yet refused a lock, and the batch is due."""
-        return (self.lock is not None and not self._writer and self._readers == len(self._long_holds)
-                and not any(h.lock_failed for h in self._long_holds) and (self._closed or self._due()))
+        return (self.lock is not None and not self._writer and self._readers == self._long
+                and not self._unlockable_long() and (self._closed or self._due()))
 
     def _lock_holds(self, holds: list[_Hold]) -> list[tuple[_Hold, Unlock]] | None:
         """Each hold's worker locked (the piece of its hold before the lock logged); None, the hold marked and

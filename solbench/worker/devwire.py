@@ -278,7 +278,6 @@ class WorkerPool:
             # Views of the old pool in garbage not yet collected (a finished call's inputs, held in a cycle) die
             # before it is unmapped: a candidate that walks the garbage collector's objects read them unmapped
             # (H200, 2026-12-03: the super_batch exploit's batched GEMM failed in the worker, not its verdict).
-            self._shared = []
             gc.collect()
             self.mapping.close()
             self.mapping = None
