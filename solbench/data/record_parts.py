@@ -342,7 +342,8 @@ class HarnessPhases(_Strict):
     load_s: float | None = _f("the worker importing the candidate")
     setup_s: float | None = _f("the candidate's setup(...), untimed")
     rounds_s: float | None = _f("the correctness rounds (the first call and its compile included)")
-    timing_request_s: float | None = _f("the timing request: the window the device is held alone")
+    timing_request_s: float | None = _f("the timing request, in the window the device is held alone, and what is made "
+                                        "for it just before (the refresh set, the first burst's room)")
     recheck_s: float | None = _f("the checks of the timed outputs")
     burst_s: float | None = _f("the parent-clocked burst, in the timing's window, and its checks")
     edge_s: float | None = _f("the edge rounds (legal inputs at other shapes and layouts), checked")
