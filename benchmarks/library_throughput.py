@@ -97,7 +97,8 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
     return {"timing_windows": sum(i.kind == "time" for i in windows), "exclusive_windows": len(windows),
             "exclusive_s": round(alone, 2), "exclusive_by_kind_s": by_kind,
             "exclusive_share": round(alone / wall, 3) if wall else None, "overlaps": len(overlaps(gate.intervals)),
-            "locks": gate.locks, "lock_failures": gate.lock_failures, "unlock_failures": gate.unlock_failures,
+            "locks": gate.locks, "lock_s": round(gate.lock_s, 3), "lock_failures": gate.lock_failures,
+            "unlock_failures": gate.unlock_failures,
             "lock_refusals": dict(getattr(gate.lock, "refusals", {})),  # the driver's codes, by count
             "shared_by_kind": shared_by_kind(gate.intervals)}
 
@@ -246,6 +247,16 @@ def select(plan: list[PlanItem], second: list[str], only: list[str], smallest: b
     return keep
 
 
+def tune_gate(gate: DeviceGate, args: argparse.Namespace) -> None:
+    """The gate's policy as the arguments set it (the rest, and its driver lock, as the run made it)."""
+    if args.gate_batch is not None:
+        gate.batch = max(1, args.gate_batch)
+    if args.gate_delay is not None:
+        gate.max_delay_s = max(0.0, args.gate_delay)
+    if args.gate_slice is not None:
+        gate.slice_s = max(0.0, args.gate_slice)
+
+
 def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="results/h200/library_throughput.json")
@@ -260,6 +271,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--gate-batch", type=int, default=None,
                     help="timings gathered before untimed work is held back (default: the engine's)")
     ap.add_argument("--gate-delay", type=float, default=None, help="the longest a timing waits for its batch, s")
+    ap.add_argument("--gate-slice", type=float, default=None,
+                    help="after a window, how long the untimed work runs before the next timing, s")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
@@ -293,10 +306,9 @@ def main() -> None:
     print(f"{len(plan)} problems, {sum(len(i.workloads) * len(i.candidates) for i in plan)} records planned", flush=True)
     if plain:
         tally.runner = runner = Runner(options, records, tally)
-        if args.gate_batch is not None or args.gate_delay is not None:
-            runner.gate = DeviceGate(batch=args.gate_batch or runner.gate.batch,
-                                     max_delay_s=runner.gate.max_delay_s if args.gate_delay is None else args.gate_delay)
-        meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s}
+        tune_gate(runner.gate, args)
+        meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s,
+                               "slice_s": runner.gate.slice_s, "locks": runner.gate.lock is not None}
         meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id}
         runner.run(plan)
         complete = len(tally.rows) == meta.get("records_planned")

@@ -362,6 +362,8 @@ class WindowParts(_Strict):
     alone_s: float = _req("the window: from the device held alone to its release after the first burst")
     telemetry_s: float | None = _f("NVML's telemetry sampler started and stopped around the timing request")
     request_s: float | None = _f("the timing request: sent, timed in the worker, its reply read")
+    send_s: float | None = _f("of request_s: the request sent (its sets staged for the worker)")
+    read_s: float | None = _f("of request_s: the reply read, from its first byte")
     check_s: float | None = _f("the reply's findings, the worker's processes and its statistics restated")
     burst_s: float | None = _f("the first burst: its pings, its calls and the outside view around them")
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,10 +325,12 @@ def _check_inputs(ctx: EvaluationContext, case: Case, after: Any, where: str) ->
 
 
 def _request(slot: CandidateSlot, header: dict[str, Any], timeout_s: float, max_bytes: int,
-             phase: str, limit: str) -> dict[str, Any]:
+             phase: str, limit: str, awaiting: Callable[[], AbstractContextManager[None]] | None = None
+             ) -> dict[str, Any]:
     assert slot.client is not None
+    awaiting = awaiting or (slot.gate.awaiting_worker if slot.gate else None)
     try:
-        reply = slot.client.request(header, timeout_s, max_bytes, slot.gate.awaiting_worker if slot.gate else None)
+        reply = slot.client.request(header, timeout_s, max_bytes, awaiting)
     except WorkerFailure as err:
         raise _Stop(failure_from_worker(err, phase, limit)) from None
     if reply.get("ok") is not True:
@@ -459,17 +461,23 @@ class _WindowClock:
 
     def __init__(self) -> None:
         self.parts: dict[str, float] = {}
+        self.notes: dict[str, float] = {}
         self._start = self._last = 0.0
         self._end: float | None = None
 
     def start(self) -> None:
         self._start = self._last = time.monotonic()
 
-    def mark(self, name: str) -> None:
-        """The time since the last mark, charged to ``name``."""
+    def mark(self, name: str) -> float:
+        """The time since the last mark, charged to ``name``; returns now."""
         now = time.monotonic()
         self.parts[name] = self.parts.get(name, 0.0) + now - self._last
         self._last = now
+        return now
+
+    def note(self, **seconds: float) -> None:
+        """Pieces of a part, kept beside it (not added to the window's sum)."""
+        self.notes.update(seconds)
 
     def closing(self, release: Callable[[], None]) -> Callable[[], None]:
         """``release`` (the window let go), with the burst's part and the window's end marked first."""
@@ -485,7 +493,7 @@ class _WindowClock:
         if not self._start:
             return None
         alone = (self._end if self._end is not None else self._last) - self._start
-        return {"alone_s": round(alone, 6)} | {k: round(v, 6) for k, v in self.parts.items()}
+        return {"alone_s": round(alone, 6)} | {k: round(v, 6) for k, v in {**self.parts, **self.notes}.items()}
 
 
 def _first_burst(slot: CandidateSlot, ctx: EvaluationContext, header: dict[str, Any], deadline: float,
@@ -507,11 +515,22 @@ def _timing_request(slot: CandidateSlot, ctx: EvaluationContext, header: dict[st
     sampler = TelemetrySampler(ctx.device, ctx.gpu_uuid)
     sampler.start()
     parts.mark("telemetry_s")
+    began, awaited = time.monotonic(), [0.0, 0.0]
+
+    @contextmanager
+    def awaiting() -> Iterator[None]:  # the request sent; the worker's reply awaited (the driver may lock others)
+        awaited[0] = time.monotonic()
+        with slot.gate.awaiting_worker() if slot.gate is not None else nullcontext():
+            yield
+        awaited[1] = time.monotonic()
+
     try:
         return _request(slot, header, max(deadline - ctx.clock(), 0.001),
-                        message_bytes(ctx.cases.sets) + reply_bytes(plan), "timing", limit)
+                        message_bytes(ctx.cases.sets) + reply_bytes(plan), "timing", limit, awaiting)
     finally:
-        parts.mark("request_s")
+        end = parts.mark("request_s")
+        if awaited[1]:
+            parts.note(send_s=awaited[0] - began, read_s=end - awaited[1])
         sampler.stop()
         ctx.telemetry.update(sampler.result())
         parts.mark("telemetry_s")

@@ -8,10 +8,22 @@ the same gate makes a timing window exclude every other worker request (the core
 
 Writer-preferring, so timings are not starved: while a timing waits, new untimed requests wait
 too, but for one case: while a *long* request (a load or first call, which may compile for
-seconds) is in flight, the timing waits for it anyway, so short requests still start meanwhile
-(they end before it, or soon after). A new long request starts then only within
+seconds) that cannot be locked is in flight, the timing waits for it anyway, so short requests
+still start meanwhile (they end before it, or soon after). A new long request starts then only within
 ``GATE_LONG_JOIN_S`` of the first waiting timing (so compiles bunch up instead of following each other,
-each holding the timings back); later it waits for the timings.
+each holding the timings back); later it waits for the timings. Phase-fair: a request that waited
+through a whole window starts before the next timing may (so untimed work is not starved either);
+with ``slice_s`` the next timing also waits that long after a window (the untimed work in flight
+runs on the device meanwhile).
+
+The driver's lock (``lock``, :mod:`solbench.engine.cudalock`): a request whose parent thread only awaits
+another process's reply (a worker's, a problem host's: :meth:`DeviceGate.awaiting_worker`) holds no
+timing back. The timing locks that process (the driver blocks its CUDA calls and drains its submitted
+work) for the window and unlocks it after; the parent's thread waits for the unlock before it touches
+the device again. A timing waits only for the parent's own device work in flight, and for a process the
+driver would not lock. H200, 2026-12-03 (call 22): with only long requests lockable, timings waited for
+rounds that recompiled (up to 26 s), and every lane waited behind them: windows held the device 22% of
+the run.
 
 Timings in batches: a timing must wait for the untimed requests in flight to end (the drain),
 and the device idles meanwhile. With ``batch`` > 1, untimed requests keep starting while fewer
@@ -69,7 +81,8 @@ class Interval:
 @dataclass(eq=False)
 class _Hold:
     """A thread's shared hold in progress: what is logged when it ends, and since when it is held (``locked``:
-    its worker is locked for a timing window, the piece before logged; ``lock_failed``: it could not be)."""
+    its worker is locked for a timing window, the piece before logged; ``lock_failed``: it could not be;
+    ``awaited``: the process whose reply its thread awaits now, None when it awaits none)."""
 
     what: Interval
     long: bool
@@ -77,6 +90,7 @@ class _Hold:
     sink: WaitSink | None
     locked: bool = False
     lock_failed: bool = False
+    awaited: int | None = None
 
 
 Unlock = Callable[[], bool]
@@ -89,9 +103,9 @@ class DeviceGate:
     the intervals are logged either way.
     """
 
-    def __init__(self, enabled: bool = True, batch: int = 1, max_delay_s: float = 0.0):
+    def __init__(self, enabled: bool = True, batch: int = 1, max_delay_s: float = 0.0, slice_s: float = 0.0):
         self.enabled = enabled
-        self.batch, self.max_delay_s = max(1, batch), max(0.0, max_delay_s)
+        self.batch, self.max_delay_s, self.slice_s = max(1, batch), max(0.0, max_delay_s), max(0.0, slice_s)
         self._cond = threading.Condition()
         self._readers = 0
         self._long = 0  # long readers in flight
@@ -100,30 +114,36 @@ class DeviceGate:
         self._urgent_waiting = 0
         self._first_waiting = 0.0  # when the oldest waiting timing began to wait
         self._closed = False  # closed to new untimed requests until the waiting timings are done
+        self._windows_done = 0  # timing windows ended so far (a request that waited through one goes first)
+        self._last_window_end = float("-inf")
         # Stops the other workers for a timing window (given the timed worker's pid); returns their resume.
         self.pause: Callable[[int | None], Callable[[], None]] | None = None
         # Locks a worker's CUDA work, drained by the driver (solbench.engine.cudalock): its unlock, or None.
         self.lock: Callable[[int], Unlock | None] | None = None
-        self._long_holds: list[_Hold] = []  # long holds in flight of a known worker: a timing may lock them
+        self._awaiting: list[_Hold] = []  # holds whose thread only awaits another process: a timing may lock it
         self.locks = self.lock_failures = self.unlock_failures = 0
+        self.lock_s = 0.0  # spent in the driver's lock calls (exclusive time, outside the windows' own)
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
         self.intervals: list[Interval] = []
 
-    def _may_read(self, long: bool) -> bool:
+    def _may_read(self, long: bool, seen: int) -> bool:
         if self._writer:
             return False
-        if self._writers_waiting == 0:
-            return True
+        if self._writers_waiting == 0 or self._windows_done > seen:
+            return True  # no timing waits, or this request waited through a whole window: its turn
         if self._unlockable_long() and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
             return True  # the timing waits for a long request anyway
         return not self._due()
 
+    def _lockable(self) -> list[_Hold]:
+        """The holds in flight a timing may lock (their thread awaits another process; not refused before)."""
+        return [h for h in self._awaiting if not h.lock_failed] if self.lock is not None else []
+
     def _unlockable_long(self) -> bool:
-        """Whether a long request in flight is one a timing cannot lock (it waits for that one to end anyway;
-        the others it locks once the short requests in flight have ended, so new ones wait)."""
-        lockable = sum(1 for h in self._long_holds if not h.lock_failed) if self.lock is not None else 0
-        return self._long > lockable
+        """Whether a long request in flight is one a timing cannot lock now (it waits for that one to end
+        anyway; the others it locks once the parent's own device work in flight has ended, so new ones wait)."""
+        return self._long > sum(1 for h in self._lockable() if h.long)
 
     def _due(self) -> bool:
         """Whether the waiting timings' batch is due (then the gate stays closed until they are done)."""
@@ -151,7 +171,8 @@ class DeviceGate:
 
     def _enter_shared(self, hold: _Hold) -> None:
         with self._cond:
-            while self.enabled and not self._may_read(hold.long):
+            seen = self._windows_done
+            while self.enabled and not self._may_read(hold.long, seen):
                 self._cond.wait()
             self._readers += 1
             self._long += hold.long
@@ -165,17 +186,19 @@ class DeviceGate:
         self._log(dataclasses.replace(hold.what, start=hold.start, end=end))
 
     @contextmanager
-    def awaiting_worker(self) -> Iterator[None]:
-        """While this thread's long hold only waits for its worker's reply (this process does no device work
-        meanwhile), a timing may lock that worker (its device work drained by the driver) instead of waiting
-        for the request to end. On the way out the thread waits for the unlock, before any device work of its
-        own (reading the reply out of the device pool)."""
+    def awaiting_worker(self, pid: int | None = None) -> Iterator[None]:
+        """While this thread's hold only waits for the reply of process ``pid`` (default: the hold's worker;
+        this process does no device work meanwhile), a timing may lock that process (its device work drained
+        by the driver) instead of waiting for the request to end. On the way out the thread waits for the
+        unlock, before any device work of its own (reading the reply out of the device pool)."""
         hold = getattr(self._local, "hold", None)
-        if hold is None or not hold.long or hold.what.pid is None or self.lock is None:
+        pid = pid if pid is not None or hold is None else hold.what.pid
+        if hold is None or pid is None or self.lock is None:
             yield
             return
         with self._cond:
-            self._long_holds.append(hold)
+            hold.awaited = pid
+            self._awaiting.append(hold)
             self._cond.notify_all()  # a timing may be waiting for just this
         try:
             yield
@@ -183,7 +206,8 @@ class DeviceGate:
             with self._cond:
                 while hold.locked:
                     self._cond.wait()
-                self._long_holds = [h for h in self._long_holds if h is not hold]
+                self._awaiting = [h for h in self._awaiting if h is not hold]
+                hold.awaited = None
 
     def held_here(self) -> bool:
         """Whether the calling thread holds the gate (shared or alone): device work may run now."""
@@ -233,6 +257,8 @@ class DeviceGate:
                 resume()
             self._unlock(locked)
             self._writer = False
+            self._windows_done += 1
+            self._last_window_end = time.monotonic()
 
         self._local.alone = True
         try:
@@ -241,15 +267,17 @@ class DeviceGate:
         finally:
             self._local.alone = False
 
-    def _wait_alone(self) -> list[tuple[_Hold, Unlock]]:
-        """Wait until the gate is this timing's alone: no untimed request in flight, or only long ones of workers
-        that the driver has locked for it (their unlocks returned). A hold that cannot be locked is waited for."""
+    def _wait_alone(self) -> list[tuple[list[_Hold], Unlock]]:
+        """Wait until the gate is this timing's alone: no untimed request in flight, or only those whose
+        processes the driver has locked for it (their unlocks returned). A hold that cannot be locked is
+        waited for."""
         while True:
             with self._cond:
-                while self.enabled and (self._writer or self._readers) and not self._only_lockable():
+                while self.enabled and (self._sliced() or ((self._writer or self._readers)
+                                                           and not self._only_lockable())):
                     self._cond.wait(self._until_due())
                 self._writer = True
-                holds = list(self._long_holds) if self.enabled and self._readers else []
+                holds = list(self._awaiting) if self.enabled and self._readers else []
                 for hold in holds:  # claimed: its thread stays off the device until this window's unlock
                     hold.locked = True
             locked = self._lock_holds(holds)
@@ -260,42 +288,65 @@ class DeviceGate:
                 self._cond.notify_all()
 
     def _only_lockable(self) -> bool:
-        """Every request in flight is a long one of a worker not yet refused a lock, and the batch is due."""
-        return (self.lock is not None and not self._writer and self._readers == self._long
-                and not self._unlockable_long() and (self._closed or self._due()))
+        """Every request in flight awaits a process not yet refused a lock, and the batch is due."""
+        return (self.lock is not None and not self._writer and self._readers == len(self._lockable())
+                and (self._closed or self._due()))
 
-    def _lock_holds(self, holds: list[_Hold]) -> list[tuple[_Hold, Unlock]] | None:
-        """Each hold's worker locked (the piece of its hold before the lock logged); None, the hold marked and
-        those locked so far unlocked, when one cannot be."""
-        done: list[tuple[_Hold, Unlock]] = []
-        for n, hold in enumerate(holds):
-            assert self.lock is not None and hold.what.pid is not None
-            unlock = self.lock(hold.what.pid)
+    def _sliced(self) -> bool:
+        """Whether the untimed work's slice after the last window still runs (no timing starts meanwhile)."""
+        return time.monotonic() - self._last_window_end < self.slice_s
+
+    def _lock_holds(self, holds: list[_Hold]) -> list[tuple[list[_Hold], Unlock]] | None:
+        """Each awaited process locked once (the pieces of its holds before the lock logged); None, the holds
+        marked and those locked so far unlocked, when one cannot be."""
+        by_pid: dict[int, list[_Hold]] = {}
+        for hold in holds:
+            assert hold.awaited is not None
+            by_pid.setdefault(hold.awaited, []).append(hold)
+        done: list[tuple[list[_Hold], Unlock]] = []
+        began = time.monotonic()
+        for pid, group in by_pid.items():
+            assert self.lock is not None
+            unlock = self.lock(pid)
             if unlock is None:
-                hold.lock_failed = True
-                self.lock_failures += 1
-                self._unlock(done)
-                with self._cond:  # the claims on the others let go: their holds go on as they were
-                    for other in holds[n:]:
-                        other.locked = False
-                    self._cond.notify_all()
+                self._refused(group, done, holds)
                 return None
-            self._log(dataclasses.replace(hold.what, start=hold.start, end=time.monotonic()))
-            done.append((hold, unlock))
+            now = time.monotonic()
+            for hold in group:
+                self._log(dataclasses.replace(hold.what, start=hold.start, end=now))
+            done.append((group, unlock))
         self.locks += len(done)
+        self.lock_s += time.monotonic() - began
         return done
 
-    def _unlock(self, locked: list[tuple[_Hold, Unlock]]) -> None:
-        """Each worker unlocked; its hold goes on (logged from now) and its thread may touch the device again."""
-        for hold, unlock in locked:
+    def _refused(self, group: list[_Hold], done: list[tuple[list[_Hold], Unlock]], holds: list[_Hold]) -> None:
+        """A process the driver would not lock: its holds marked (waited for from now), the others unlocked and
+        let go as they were."""
+        self.lock_failures += 1
+        self._unlock(done)
+        with self._cond:
+            for hold in group:
+                hold.lock_failed = True
+            for hold in holds:
+                hold.locked = False
+            self._cond.notify_all()
+
+    def _unlock(self, locked: list[tuple[list[_Hold], Unlock]]) -> None:
+        """Each process unlocked; its holds go on (logged from now) and their threads may touch the device again."""
+        for group, unlock in locked:
             if not unlock():
                 self.unlock_failures += 1
             with self._cond:
-                hold.start, hold.locked = time.monotonic(), False
+                now = time.monotonic()
+                for hold in group:
+                    hold.start, hold.locked = now, False
                 self._cond.notify_all()
 
     def _until_due(self) -> float | None:
-        """How long a waiting timing sleeps before it closes the gate itself (the batch's delay)."""
+        """How long a waiting timing sleeps before it closes the gate itself (the batch's delay), or before the
+        untimed work's slice ends."""
+        if self._sliced():
+            return max(self._last_window_end + self.slice_s - time.monotonic(), 0.0)
         if self._closed or self._due():
             return None
         left = self._first_waiting + self.max_delay_s - time.monotonic()

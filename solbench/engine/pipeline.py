@@ -16,30 +16,49 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
+from solbench.engine.cudalock import process_locker
+from solbench.engine.gate import DeviceGate
 from solbench.engine.ledger import Ledger
 from solbench.engine.verification import KEEP_EARLY, KEEP_LATE
-from solbench.settings import FREE_POLL_S, LANE_SWITCH_INTERVAL_S, MAX_FLUSHED_TIMING_SETS
+from solbench.settings import FREE_POLL_S, GATE_SLICE_S, LANE_SWITCH_INTERVAL_S, MAX_FLUSHED_TIMING_SETS
 from solbench.worker import CandidateFile
 
-MEMORY_SHARE_CUDA = 0.7  # of the device's memory, for the records in flight (the rest: contexts, caches)
+# Of the device's memory, for the records in flight (the rest: contexts, caches). The reservations bound each
+# copy (record_bytes) and a record beside others also waits for that much free: H200, 2026-12-03, at 0.7 the
+# device had ~60 GiB free at the median while lanes waited 678-1,540 s for memory.
+MEMORY_SHARE_CUDA = 0.85
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
 CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
 REPLY_EXTRA_OUTPUTS = KEEP_EARLY + KEEP_LATE + 1  # a timing reply's outputs beside each set's last: kept samples, refresh
 RECORD_FIXED_BYTES = 1 << 30  # a worker's context and allocator slack, per record in flight
 MAX_IN_FLIGHT = 8
-MAX_IN_FLIGHT_CUDA = 12
+MAX_IN_FLIGHT_CUDA = 16
+SPARE_LANES = 6  # threads beyond the lanes in flight, for the slots of lanes waiting for memory (LaneSlots)
 TIMING_BATCH_DELAY_S = 1.0  # the longest a timing waits for its batch (solbench.engine.gate) to fill
 
 
 def timing_batch(in_flight: int) -> int:
     """Timings the gate gathers before it holds untimed work back: half the lanes in flight."""
     return max(1, in_flight // 2)
+
+
+def device_gate(device: str, in_flight: int) -> DeviceGate:
+    """The run's gate. On CUDA with the driver's process lock, a timing locks the processes it would wait for,
+    so it waits for no batch: it runs as soon as the parent's own device work in flight has ended, after the
+    untimed work's slice (``GATE_SLICE_S``). Else the timings gather in batches of half the lanes (each batch
+    waits once for the untimed requests in flight to end)."""
+    locker = process_locker() if device.startswith("cuda") else None
+    if locker is None:
+        return DeviceGate(batch=timing_batch(in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
+    gate = DeviceGate(slice_s=GATE_SLICE_S)
+    gate.lock = locker
+    return gate
 
 
 @dataclass
@@ -53,9 +72,10 @@ class Lane:
 
 def default_in_flight(device: str, cores: int) -> int:
     """Lanes at once: half the cores (their workers import, compile and check on them), 1 to 8;
-    on CUDA three quarters (their workers mostly wait on the device or for their timing), up to 12."""
+    on CUDA one per core, up to 16: their workers mostly wait on the device or for their timing (H200,
+    2026-12-03, call 22: with 12 lanes on 16 cores, 65-90% of the host's CPU time was idle)."""
     if device.startswith("cuda"):
-        return max(1, min(MAX_IN_FLIGHT_CUDA, cores * 3 // 4))
+        return max(1, min(MAX_IN_FLIGHT_CUDA, cores))
     return max(1, min(MAX_IN_FLIGHT, cores // 2))
 
 
@@ -102,6 +122,43 @@ def cases_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
     return (rounds + MAX_FLUSHED_TIMING_SETS) * problem.auto_bytes(problem.resolve_axes(workload))
 
 
+class LaneSlots:
+    """The lanes at work at once (``size``): a lane that waits for device memory lends its slot meanwhile
+    (:meth:`idle`), so that a spare thread runs another lane instead of every thread waiting. H200, 2026-12-03
+    (call 22): lanes at the largest workloads waited 948 s of the run's 3,840 lane-seconds for memory while
+    the timing windows held the device 22% of the run."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._free = threading.Semaphore(self.size)
+        self._local = threading.local()
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Hold a slot (waiting for one) while this thread runs a lane."""
+        self._free.acquire()
+        self._local.held = True
+        try:
+            yield
+        finally:
+            self._local.held = False
+            self._free.release()
+
+    @contextmanager
+    def idle(self) -> Iterator[None]:
+        """This thread's slot lent while it waits (a no-op on a thread that holds none); taken back after."""
+        if not getattr(self._local, "held", False):
+            yield
+            return
+        self._local.held = False
+        self._free.release()
+        try:
+            yield
+        finally:
+            self._free.acquire()
+            self._local.held = True
+
+
 class MemoryGate:
     """Bytes of device memory reserved by the records in flight; a record that would overflow the
     budget waits (one alone is always let in, whatever its size: it is checked against what is free).
@@ -113,10 +170,12 @@ class MemoryGate:
     flight really hold is what the device has left (H200, 2026-12-02: records let in by their estimates
     found the device full, ran out of memory in their references and ran again, then alone)."""
 
-    def __init__(self, budget: int, free_bytes: Callable[[], int] | None = None):
+    def __init__(self, budget: int, free_bytes: Callable[[], int] | None = None,
+                 idle: Callable[[], AbstractContextManager[None]] = nullcontext):
         self.budget = budget
         self.held = 0
         self.free_bytes = free_bytes
+        self.idle = idle  # what a waiting record's thread does meanwhile (its lane slot lent: LaneSlots.idle)
         self._alone_waiting = 0
         self._cond = threading.Condition()
 
@@ -136,6 +195,18 @@ class MemoryGate:
         free_need = nbytes if free_need is None else free_need
         nbytes = max(nbytes, self.budget) if alone else nbytes
         with self._cond:
+            at_once = not self._must_wait(nbytes, alone, free_need)
+            if at_once:
+                self.held += nbytes
+        if not at_once:
+            with self.idle():  # the lane's slot lent meanwhile (taken back with the cond let go)
+                self._wait(nbytes, alone, free_need)
+        if ledger is not None:
+            ledger.wait("memory_wait_s", time.monotonic() - began)
+        return nbytes
+
+    def _wait(self, nbytes: int, alone: bool, free_need: int) -> None:
+        with self._cond:
             self._alone_waiting += alone
             try:
                 while self._must_wait(nbytes, alone, free_need):
@@ -144,9 +215,6 @@ class MemoryGate:
             finally:
                 self._alone_waiting -= alone
             self.held += nbytes
-        if ledger is not None:
-            ledger.wait("memory_wait_s", time.monotonic() - began)
-        return nbytes
 
     def try_acquire(self, nbytes: int) -> int | None:
         """Reserve ``nbytes`` only if they fit beside what is held now and no record waits to run
@@ -333,32 +401,37 @@ def quick_handoffs() -> Iterator[None]:
 
 
 def run_lanes(lanes: list[Lane], run: Callable[[Lane], None], in_flight: int, stop: threading.Event,
-              started: Callable[[int], None] = lambda i: None) -> None:
+              started: Callable[[int], None] = lambda i: None, slots: LaneSlots | None = None) -> None:
     """Run ``run(lane)`` for every lane, ``in_flight`` at a time on threads, in order of start;
     ``started(i)`` is told when lane ``i`` starts (to start workers ahead for those after it). The
-    first error stops the lanes not yet started and is raised here once the running ones end."""
+    first error stops the lanes not yet started and is raised here once the running ones end.
+    ``slots``: ``in_flight`` lanes at work, and up to ``SPARE_LANES`` more threads take the slots that
+    lanes waiting for memory lend (:class:`LaneSlots`)."""
     if in_flight <= 1:
         _run_in_order(lanes, run, stop, started)
         return
     lock = threading.Lock()
     cursor = iter(range(len(lanes)))
     errors: list[BaseException] = []
+    working = slots.working if slots is not None else nullcontext
 
     def serve() -> None:
         while not stop.is_set():
-            with lock:
-                i = next(cursor, None)
-                if i is not None:
-                    started(i)
-            if i is None:
-                return
-            try:
-                run(lanes[i])
-            except BaseException as err:  # the run's end: raised by the caller's thread
-                errors.append(err)
-                stop.set()
+            with working():
+                with lock:
+                    i = next(cursor, None) if not stop.is_set() else None
+                    if i is not None:
+                        started(i)
+                if i is None:
+                    return
+                try:
+                    run(lanes[i])
+                except BaseException as err:  # the run's end: raised by the caller's thread
+                    errors.append(err)
+                    stop.set()
 
-    threads = [threading.Thread(target=serve, name=f"lane-{n}", daemon=True) for n in range(in_flight)]
+    spare = min(SPARE_LANES, in_flight // 2) if slots is not None else 0
+    threads = [threading.Thread(target=serve, name=f"lane-{n}", daemon=True) for n in range(in_flight + spare)]
     with quick_handoffs():
         for t in threads:
             t.start()

@@ -80,6 +80,9 @@ class ProblemHost:
     # What a caller's device-gate hold does while it waits for this host (the run's gate steps out:
     # a timing window is not held back by a lane waiting for a host busy with another lane).
     step_out: Callable[[], AbstractContextManager[None]] = nullcontext
+    # What a caller's hold does while it only awaits this host's reply (given the host's pid): the run's gate
+    # may lock the host through the driver for a timing window instead of waiting for the request to end.
+    awaiting: Callable[[int], AbstractContextManager[None]] = lambda pid: nullcontext()
 
     # lifecycle
     def expect(self, folders: Any) -> ProblemHost:
@@ -150,10 +153,12 @@ class ProblemHost:
         message = {**header, "problem": _problem_message(problem), "reply_room": reply_bytes + _SLACK}
         with self._serving():
             client = self._client(problem)  # started already by the runner (start()), outside the gate
+            proc = getattr(client, "proc", None)
+            awaiting = (lambda: self.awaiting(proc.pid)) if proc is not None else None
             try:
-                reply = client.request(message, self.timeout_s, reply_bytes + _SLACK)
+                reply = client.request(message, self.timeout_s, reply_bytes + _SLACK, awaiting)
                 if reply.get("kind") == "transport":  # the host could not map the device pool: the client
-                    reply = client.request(message, self.timeout_s, reply_bytes + _SLACK)  # now sends by memfd
+                    reply = client.request(message, self.timeout_s, reply_bytes + _SLACK, awaiting)  # now by memfd
             except WorkerFailure as err:
                 self.close()
                 raise ProblemError([f"{label}: {what} {_failure_text(err, self.timeout_s)}"]) from None

@@ -38,28 +38,26 @@ from typing import Protocol
 from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
 from solbench.engine.bytecode import prime_bytecode
 from solbench.engine.cases import WorkloadCases, prepare_cases
-from solbench.engine.cudalock import process_locker
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, without_harness_root
-from solbench.engine.gate import DeviceGate
 from solbench.engine.identity import RunIdentity
 from solbench.engine.ledger import Ledger
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
 from solbench.engine.pipeline import (
     CACHE_SHARE,
-    TIMING_BATCH_DELAY_S,
     CasesCache,
     Lane,
+    LaneSlots,
     MemoryGate,
     cases_bytes,
     compact_allocator,
     default_hosts,
     default_in_flight,
+    device_gate,
     free_bytes_of,
     memory_budget,
     record_bytes,
     run_lanes,
-    timing_batch,
 )
 from solbench.engine.problem_host import HostPool, ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
@@ -158,12 +156,11 @@ class Runner:
         # device: each worker gets a GPU pool shared with it alone (solbench.worker.devwire); else memfd.
         self.transport, self.transport_note = resolve_transport(self.options)
         self.in_flight = self.options.in_flight or default_in_flight(self.options.device, cpu_count())
-        # Every request of every lane holds it: timing windows alone, in batches of half the lanes.
-        self.gate = DeviceGate(batch=timing_batch(self.in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
-        # A timing locks (through the driver) another worker's long request rather than wait for it to end.
-        self.gate.lock = process_locker() if self.options.device.startswith("cuda") else None
+        self.gate = device_gate(self.options.device, self.in_flight)
         budget = memory_budget(self.options.device)
-        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)), free_bytes_of(self.options.device))
+        self.slots = LaneSlots(self.in_flight)  # a lane waiting for memory lends its slot to a spare thread
+        self.memory = MemoryGate(int(budget * (1 - CACHE_SHARE)), free_bytes_of(self.options.device),
+                                 self.slots.idle)
         self.cases = CasesCache(int(budget * CACHE_SHARE), size=_cases_bytes)
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
@@ -241,7 +238,7 @@ class Runner:
         queue = [*lanes, *upcoming]
         try:
             run_lanes(lanes, lambda lane: self._run_lane(lane, stop), self.in_flight, stop,
-                      started=lambda i: self._start_ahead(queue, i))
+                      started=lambda i: self._start_ahead(queue, i), slots=self.slots)
         except BaseException:
             self._aborted = True  # records of workers killed now are not the candidates' doing
             self._retire_active()
@@ -398,6 +395,7 @@ class Runner:
         opts = self.options
         host = new_host(opts.device, opts.worker_user, opts.guards, opts.problem_timeout_s, self.transport)
         host.step_out = lambda: self.gate.stepped_out()
+        host.awaiting = lambda pid: self.gate.awaiting_worker(pid)
         return host
 
     def close_hosts(self) -> None:

@@ -85,6 +85,45 @@ def test_a_locked_process_runs_no_device_work_until_unlocked():
         proc.wait()
 
 
+@gpu
+def test_several_busy_processes_locked_one_after_another_and_at_once():
+    """What a timing window pays to lock every other worker in flight: 8 busy processes locked in turn, then all
+    at once from threads (both printed); each is locked and unlocked either way. A process without a CUDA
+    context yet: the driver's answer printed (what a worker still importing gets)."""
+    import concurrent.futures
+
+    locker = process_locker()
+    if locker is None:
+        pytest.skip("this driver has no process lock (cuCheckpointProcessLock)")
+    cycles = _spin_cycles(0.002)
+    procs = [subprocess.Popen([sys.executable, "-c", _BUSY, str(cycles)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(8)]
+    bare = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        took = {}
+        for how in ("in turn", "at once"):
+            t0 = time.monotonic()
+            if how == "in turn":
+                unlocks = [locker(p.pid) for p in procs]
+            else:
+                with concurrent.futures.ThreadPoolExecutor(len(procs)) as pool:
+                    unlocks = list(pool.map(lambda p: locker(p.pid), procs))
+            took[how] = time.monotonic() - t0
+            assert all(u is not None for u in unlocks), f"refused {how}: {dict(locker.refusals)}"
+            assert all(u() for u in unlocks)
+        no_context = locker(bare.pid)
+        print(f"8 locks: in turn {took['in turn'] * 1e3:.1f} ms, at once {took['at once'] * 1e3:.1f} ms; "
+              f"a process without a CUDA context: {'locked' if no_context else dict(locker.refusals)}")
+        if no_context is not None:
+            no_context()
+    finally:
+        for proc in [*procs, bare]:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_locker_counts_the_drivers_refusals_by_code_and_unlocks_what_it_locked():
     """On any machine: the driver's entry points stood in for, the locker passes the pid and its timeout, gives
     None and counts the code when the driver refuses, and an unlock that reports whether it took."""

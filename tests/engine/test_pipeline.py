@@ -192,7 +192,7 @@ def test_short_requests_wait_while_a_timing_can_lock_the_long_one_and_timings_in
     done.set()
     worker.join()
     by = {i.owner: i for i in gate.intervals}
-    assert by["short"].start >= max(by["timer0"].end, by["timer1"].end), "the short request waited for the timings"
+    assert by["short"].start >= min(by["timer0"].end, by["timer1"].end), "the short request waited for a timing"
     assert [e[0] for e in locks.events] == ["lock", "unlock", "lock", "unlock"] and gate.lock_failures == 0
     assert max(by["timer0"].end, by["timer1"].end) < left[0], "both windows ran while the compile was in flight"
     assert overlaps(gate.intervals) == []
@@ -213,6 +213,94 @@ def test_a_long_request_that_cannot_be_locked_or_is_not_only_awaited_is_waited_f
     assert began >= left[0] and overlaps(gate.intervals) == []
     assert [e[0] for e in locks.events] == (["lock"] if refuse else [])
     assert gate.lock_failures == int(refuse) and gate.locks == 0
+
+
+def _awaiting(gate: DeviceGate, owner: str, pid: int, done: threading.Event, left: list[float],
+              host: int | None = None) -> threading.Thread:
+    """A short request of worker ``pid`` whose thread only awaits a reply (the worker's, or problem host
+    ``host``'s) until ``done``; ``left`` gets when it went on after the wait."""
+    def body() -> None:
+        with gate.shared(owner, "round", pid=pid):
+            with gate.awaiting_worker(host):
+                done.wait(5)
+            left.append(time.monotonic())
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t
+
+
+def test_a_timing_locks_every_awaited_process_short_requests_and_problem_hosts_too_each_once():
+    """Any request whose thread only awaits another process holds no timing back: a worker's round, and two
+    requests awaiting one problem host (whose process is locked once, unlocked once)."""
+    gate, locks, done, left = DeviceGate(), _FakeLocks(), threading.Event(), []
+    gate.lock = locks
+    threads = [_awaiting(gate, "round", 111, done, left), _awaiting(gate, "cases-a", 112, done, left, host=500),
+               _awaiting(gate, "cases-b", 113, done, left, host=500)]
+    time.sleep(0.05)
+    asked = time.monotonic()
+    with gate.exclusive("timer", pid=222):
+        began = time.monotonic()
+        done.set()  # the replies arrive inside the window
+        time.sleep(0.05)
+        ended = time.monotonic()
+    for t in threads:
+        t.join()
+    assert began - asked < 0.05, "no wait for the requests to end"
+    locked = sorted(pid for what, pid, _ in locks.events if what == "lock")
+    assert locked == [111, 500] and sorted(pid for what, pid, _ in locks.events if what == "unlock") == [111, 500]
+    assert min(left) >= ended and gate.locks == 2 and overlaps(gate.intervals) == []
+
+
+def test_a_request_that_waited_through_a_window_starts_before_the_next_timing_and_the_slice_is_kept():
+    """Phase-fair: timings queued back to back do not starve untimed work (a request that waited through one
+    window goes before the next); ``slice_s`` keeps the next window that long after the last."""
+    gate = DeviceGate(slice_s=0.05)
+    threads = [_hold(gate, "timer0", True, 0.05)]
+    time.sleep(0.01)
+    threads += [_hold(gate, "timer1", True, 0.05), _hold(gate, "timer2", True, 0.05)]
+    time.sleep(0.01)
+    threads.append(_hold(gate, "short", False, 0.01))
+    for t in threads:
+        t.join()
+    by = {i.owner: i for i in gate.intervals}
+    windows = sorted((i for i in gate.intervals if i.exclusive), key=lambda i: i.start)
+    assert by["short"].start >= windows[0].end and by["short"].end <= windows[1].start, "between the windows"
+    assert all(b.start - a.end >= 0.05 for a, b in zip(windows, windows[1:])), "each slice kept"
+    assert overlaps(gate.intervals) == []
+
+
+def test_the_runs_gate_locks_on_cuda_where_the_driver_can_and_batches_elsewhere(monkeypatch):
+    from solbench.engine import pipeline
+
+    monkeypatch.setattr(pipeline, "process_locker", lambda: _FakeLocks())
+    cuda, cpu = pipeline.device_gate("cuda", 12), pipeline.device_gate("cpu", 12)
+    assert cuda.lock is not None and (cuda.batch, cuda.max_delay_s, cuda.slice_s) == (1, 0.0, pipeline.GATE_SLICE_S)
+    assert cpu.lock is None and (cpu.batch, cpu.max_delay_s) == (6, pipeline.TIMING_BATCH_DELAY_S)
+    monkeypatch.setattr(pipeline, "process_locker", lambda: None)  # a driver without the lock
+    assert pipeline.device_gate("cuda", 12).lock is None and pipeline.device_gate("cuda", 12).batch == 6
+
+
+@pytest.mark.parametrize("lend", [True, False])
+def test_a_lane_waiting_for_memory_lends_its_slot_to_the_next_lane(lend):
+    """Two lanes at work: while lane b waits for the memory lane a holds, lane c runs on a spare thread (its
+    slot lent); without slots, c waits for a or b to end."""
+    from solbench.engine.pipeline import LaneSlots, MemoryGate, run_lanes
+
+    slots = LaneSlots(2) if lend else None
+    memory = MemoryGate(10, idle=slots.idle if slots else contextlib.nullcontext)
+    began, at = time.monotonic(), {}
+
+    def run(lane: str) -> None:
+        at[lane] = time.monotonic() - began
+        if lane == "b":
+            time.sleep(0.05)
+        held = memory.acquire(10)  # b waits here for a
+        time.sleep(0.3 if lane == "a" else 0.01)
+        memory.release(held)
+
+    run_lanes(["a", "b", "c"], run, 2, threading.Event(), slots=slots)
+    assert (at["c"] < 0.2) == lend
 
 
 def _stream(gate: DeviceGate, owner: str, until: float) -> threading.Thread:
@@ -367,9 +455,14 @@ def _assert_window_parts(records, timed) -> None:
             continue  # it ended before its timing
         w = next(t for t in timed if t.owner.endswith(f"{r.problem}/{r.workload}/{r.solution}"))
         assert 0.8 * (w.end - w.start) - 0.005 <= window["alone_s"] <= w.end - w.start + 1e-3, (window, w)
-        parts = sum(v for k, v in window.items() if k != "alone_s")
+        parts = sum(v for k, v in window.items() if k not in ("alone_s", *PIECES_OF_REQUEST))
         assert parts == pytest.approx(window["alone_s"], rel=1e-3, abs=1e-5), window
-        assert {"request_s", "burst_s"} <= set(window), window
+        assert {"request_s", "burst_s", *PIECES_OF_REQUEST} <= set(window), window
+        assert 0 <= window["send_s"] and 0 <= window["read_s"] and window["send_s"] + window["read_s"] <= window[
+            "request_s"], window
+
+
+PIECES_OF_REQUEST = ("send_s", "read_s")  # pieces of request_s, kept beside it
 
 
 @pytest.mark.slow

@@ -267,7 +267,7 @@ def test_a_request_waiting_for_a_busy_host_steps_out_of_the_callers_gate_hold(mo
         stepped.append("back")
 
     class FakeClient:
-        def request(self, header, timeout_s, reply_bytes):
+        def request(self, header, timeout_s, reply_bytes, awaiting=None):
             return {"ok": True, "op": header["op"]}
 
     host.step_out = step_out
@@ -290,6 +290,36 @@ def test_a_request_waiting_for_a_busy_host_steps_out_of_the_callers_gate_hold(mo
     assert host.request(problem, "x", {"op": "busy"})["op"] == "busy"
     t.join()
     assert stepped == ["out", "back"]
+
+
+def test_a_hosts_reply_is_awaited_in_the_callers_awaiting_hook_with_the_hosts_pid(monkeypatch):
+    """While the caller only awaits the host's reply, the run's gate may lock the host: the hook is entered with
+    the host process's pid around the wait, and left before the reply is read."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    host, seen = new_host("cpu"), []
+
+    @contextmanager
+    def awaiting(pid):
+        seen.append(("in", pid))
+        yield
+        seen.append(("out", pid))
+
+    class FakeClient:
+        proc = SimpleNamespace(pid=4242)
+
+        def request(self, header, timeout_s, reply_bytes, awaiting=None):
+            with awaiting():
+                seen.append(("waiting", None))
+            seen.append(("read", None))
+            return {"ok": True, "op": header["op"]}
+
+    host.awaiting = awaiting
+    monkeypatch.setattr(host, "_client", lambda problem: FakeClient())
+    problem = load_problem(Path(__file__).parents[1] / "fixtures" / "tiny" / "scaled_add")
+    assert host.request(problem, "x", {"op": "free"})["op"] == "free"
+    assert seen == [("in", 4242), ("waiting", None), ("out", 4242), ("read", None)]
 
 
 def test_a_layer_problem_run_on_its_own_reads_its_sibling_ops_references():
