@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -266,7 +267,7 @@ def test_a_request_that_waited_through_a_window_starts_before_the_next_timing_an
     by = {i.owner: i for i in gate.intervals}
     windows = sorted((i for i in gate.intervals if i.exclusive), key=lambda i: i.start)
     assert by["short"].start >= windows[0].end and by["short"].end <= windows[1].start, "between the windows"
-    assert all(b.start - a.end >= 0.05 for a, b in zip(windows, windows[1:])), "each slice kept"
+    assert all(b.start - a.end >= 0.05 for a, b in itertools.pairwise(windows)), "each slice kept"
     assert overlaps(gate.intervals) == []
 
 
