@@ -50,6 +50,7 @@ EXECUTOR_EXIT_WAIT_S = 10.0  # a local executor process's exit after it was told
 EXECUTOR_JOIN_S = 60.0  # the driver's wait for an executor's thread at the end of a run
 GATE_LONG_JOIN_S = 2.0  # a long request joins those in flight while the first waiting timing waited less
 GATE_SLICE_S = 0.03  # after a timing window, the untimed work in flight runs this long before the next locks it
+GATE_LOCKS_AT_ONCE = False  # a timing locks the other processes from threads at once (else one by one)
 FREE_POLL_S = 0.25  # how often a record waiting for free device memory reads it again (solbench.engine.pipeline)
 # Lanes in flight share the parent's interpreter: a thread back from the worker waits for the GIL while
 # another runs Python, up to the switch interval (5 ms by default), at every reply inside a timing window.

@@ -47,6 +47,7 @@ can prove that no other item's device work overlaps a timing window (:func:`over
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import threading
 import time
@@ -55,9 +56,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from solbench.settings import GATE_LONG_JOIN_S
+from solbench.settings import GATE_LOCKS_AT_ONCE, GATE_LONG_JOIN_S
 
 MAX_INTERVALS = 200_000  # a long run keeps its latest requests' intervals only
+LOCK_THREADS = 16  # the most processes locked at once (lock_at_once)
 
 
 class WaitSink(Protocol):
@@ -123,6 +125,8 @@ class DeviceGate:
         self._awaiting: list[_Hold] = []  # holds whose thread only awaits another process: a timing may lock it
         self.locks = self.lock_failures = self.unlock_failures = 0
         self.lock_s = 0.0  # spent in the driver's lock calls (exclusive time, outside the windows' own)
+        self.lock_at_once = GATE_LOCKS_AT_ONCE  # the processes locked from threads at once, not one by one
+        self._lockers: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
         self.intervals: list[Interval] = []
@@ -303,26 +307,38 @@ class DeviceGate:
         for hold in holds:
             assert hold.awaited is not None
             by_pid.setdefault(hold.awaited, []).append(hold)
-        done: list[tuple[list[_Hold], Unlock]] = []
         began = time.monotonic()
-        for pid, group in by_pid.items():
-            assert self.lock is not None
-            unlock = self.lock(pid)
-            if unlock is None:
-                self._refused(group, done, holds)
-                return None
-            now = time.monotonic()
+        unlocks = self._locked(list(by_pid))
+        done = [(by_pid[pid], unlock) for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is not None]
+        refused = [by_pid[pid] for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is None]
+        self.lock_s += time.monotonic() - began
+        if refused:
+            self._refused([h for group in refused for h in group], done, holds, len(refused))
+            return None
+        now = time.monotonic()
+        for group, _ in done:
             for hold in group:
                 self._log(dataclasses.replace(hold.what, start=hold.start, end=now))
-            done.append((group, unlock))
         self.locks += len(done)
-        self.lock_s += time.monotonic() - began
         return done
 
-    def _refused(self, group: list[_Hold], done: list[tuple[list[_Hold], Unlock]], holds: list[_Hold]) -> None:
-        """A process the driver would not lock: its holds marked (waited for from now), the others unlocked and
+    def _locked(self, pids: list[int]) -> list[Unlock | None]:
+        """Each process locked (its unlock, or None where refused): one after another, or at once from threads
+        (``lock_at_once``; each lock waits for that process's submitted work to drain)."""
+        lock = self.lock
+        if lock is None or not pids:
+            return []
+        if not self.lock_at_once or len(pids) < 2:
+            return [lock(pid) for pid in pids]
+        if self._lockers is None:
+            self._lockers = concurrent.futures.ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="gate-lock")
+        return list(self._lockers.map(lock, pids))
+
+    def _refused(self, group: list[_Hold], done: list[tuple[list[_Hold], Unlock]], holds: list[_Hold],
+                 processes: int = 1) -> None:
+        """Processes the driver would not lock: their holds marked (waited for from now), the others unlocked and
         let go as they were."""
-        self.lock_failures += 1
+        self.lock_failures += processes
         self._unlock(done)
         with self._cond:
             for hold in group:

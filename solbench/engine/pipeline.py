@@ -159,6 +159,10 @@ class LaneSlots:
             self._local.held = True
 
 
+class MemoryWaitStopped(Exception):
+    """The run was stopped while a record waited for its memory: it never started (no record is written)."""
+
+
 class MemoryGate:
     """Bytes of device memory reserved by the records in flight; a record that would overflow the
     budget waits (one alone is always let in, whatever its size: it is checked against what is free).
@@ -176,6 +180,7 @@ class MemoryGate:
         self.held = 0
         self.free_bytes = free_bytes
         self.idle = idle  # what a waiting record's thread does meanwhile (its lane slot lent: LaneSlots.idle)
+        self.stop: threading.Event | None = None  # set: a record still waiting gives up (MemoryWaitStopped)
         self._alone_waiting = 0
         self._cond = threading.Condition()
 
@@ -210,8 +215,10 @@ class MemoryGate:
             self._alone_waiting += alone
             try:
                 while self._must_wait(nbytes, alone, free_need):
-                    # Memory freed by another process notifies nobody: the free bytes are read again.
-                    self._cond.wait(FREE_POLL_S if self.free_bytes is not None else None)
+                    if self.stop is not None and self.stop.is_set():
+                        raise MemoryWaitStopped()
+                    # Memory freed by another process notifies nobody (nor does a stop): read again.
+                    self._cond.wait(FREE_POLL_S)
             finally:
                 self._alone_waiting -= alone
             self.held += nbytes

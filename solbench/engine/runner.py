@@ -49,6 +49,7 @@ from solbench.engine.pipeline import (
     Lane,
     LaneSlots,
     MemoryGate,
+    MemoryWaitStopped,
     cases_bytes,
     compact_allocator,
     default_hosts,
@@ -225,7 +226,8 @@ class Runner:
             raise DeviceMemoryShort(self.not_run[since:])
 
     def stop(self) -> None:
-        """Start no new record (from any thread): those in flight finish and are written, the run returns."""
+        """Start no new record (from any thread): those in flight finish and are written (one still waiting for
+        its memory gives up: it never began), the run returns."""
         self._stop.set()
 
     def _run_lanes(self, lanes: list[Lane], upcoming: list[Lane] = ()) -> None:
@@ -234,7 +236,7 @@ class Runner:
             self._folders.update(str(lane.problem.folder.resolve()) for lane in [*lanes, *upcoming])
         self.gate.pause = self._pause_others
         self._aborted = False
-        stop = self._stop = threading.Event()
+        stop = self._stop = self.memory.stop = threading.Event()
         queue = [*lanes, *upcoming]
         try:
             run_lanes(lanes, lambda lane: self._run_lane(lane, stop), self.in_flight, stop,
@@ -306,6 +308,8 @@ class Runner:
                     break
         except DeviceMemoryShort as err:  # short even alone: the device is too small for this workload
             self._not_run(err, slot)
+            return
+        except MemoryWaitStopped:  # stopped before it began: no record (the run's time box, a failure)
             return
         assert record is not None
         if reasons:

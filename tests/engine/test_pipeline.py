@@ -199,6 +199,28 @@ def test_short_requests_wait_while_a_timing_can_lock_the_long_one_and_timings_in
     assert overlaps(gate.intervals) == []
 
 
+def test_when_one_of_several_processes_refuses_the_lock_the_others_are_unlocked_and_it_is_waited_for():
+    gate, done, left = DeviceGate(), threading.Event(), []
+
+    class Picky(_FakeLocks):
+        def __call__(self, pid: int):
+            unlock = super().__call__(pid)
+            return None if pid == 112 else unlock
+
+    locks = gate.lock = Picky()
+    gate.lock_at_once = True
+    threads = [_awaiting(gate, "a", 111, done, left), _awaiting(gate, "b", 112, done, left)]
+    time.sleep(0.05)
+    threading.Timer(0.2, done.set).start()
+    with gate.exclusive("timer", pid=222):
+        began = time.monotonic()
+    for t in threads:
+        t.join()
+    assert began >= max(left) and gate.lock_failures == 1 and overlaps(gate.intervals) == []
+    assert ("unlock", 111) in [(e[0], e[1]) for e in locks.events] and ("unlock", 112) not in [
+        (e[0], e[1]) for e in locks.events]
+
+
 @pytest.mark.parametrize("refuse", [True, False])
 def test_a_long_request_that_cannot_be_locked_or_is_not_only_awaited_is_waited_for(refuse):
     """A worker the driver does not lock, or a long request whose thread is not only awaiting its reply (it
@@ -231,11 +253,12 @@ def _awaiting(gate: DeviceGate, owner: str, pid: int, done: threading.Event, lef
     return t
 
 
-def test_a_timing_locks_every_awaited_process_short_requests_and_problem_hosts_too_each_once():
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_timing_locks_every_awaited_process_short_requests_and_problem_hosts_too_each_once(at_once):
     """Any request whose thread only awaits another process holds no timing back: a worker's round, and two
-    requests awaiting one problem host (whose process is locked once, unlocked once)."""
+    requests awaiting one problem host (whose process is locked once, unlocked once); one by one or at once."""
     gate, locks, done, left = DeviceGate(), _FakeLocks(), threading.Event(), []
-    gate.lock = locks
+    gate.lock, gate.lock_at_once = locks, at_once
     threads = [_awaiting(gate, "round", 111, done, left), _awaiting(gate, "cases-a", 112, done, left, host=500),
                _awaiting(gate, "cases-b", 113, done, left, host=500)]
     time.sleep(0.05)
@@ -302,6 +325,30 @@ def test_a_lane_waiting_for_memory_lends_its_slot_to_the_next_lane(lend):
 
     run_lanes(["a", "b", "c"], run, 2, threading.Event(), slots=slots)
     assert (at["c"] < 0.2) == lend
+
+
+def test_a_record_waiting_for_memory_gives_up_when_the_run_stops():
+    """The run's time box (or a failure) stops it: a record still waiting for memory never begins."""
+    from solbench.engine.pipeline import MemoryGate, MemoryWaitStopped
+
+    memory, stop, raised = MemoryGate(10), threading.Event(), []
+    memory.stop = stop
+    held = memory.acquire(10)
+
+    def wait() -> None:
+        try:
+            memory.acquire(10)
+        except MemoryWaitStopped:
+            raised.append(time.monotonic())
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.1)
+    assert not raised
+    stopped = time.monotonic()
+    stop.set()
+    t.join(2)
+    assert raised and raised[0] - stopped < 0.5 and memory.held == held
 
 
 def _stream(gate: DeviceGate, owner: str, until: float) -> threading.Thread:
