@@ -100,6 +100,7 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
             "locks": gate.locks, "lock_s": round(gate.lock_s, 3), "lock_failures": gate.lock_failures,
             "unlock_failures": gate.unlock_failures,
             "lock_refusals": dict(getattr(gate.lock, "refusals", {})),  # the driver's codes, by count
+            "refused_kinds": dict(gate.refused_kinds),  # the refused holds' kinds (* long)
             "shared_by_kind": shared_by_kind(gate.intervals)}
 
 

@@ -177,7 +177,9 @@ for s in "${STEPS[@]}"; do
         --include 'torch_eager*' 'lib_*' --extremes --budget 0.2 --timeout 60 --resume ;;
     locktest)
       # the driver's process lock (cuCheckpointProcessLock) on this GPU: a busy process locked, drained, unlocked
-      step locktest timeout 60 python3 -m pytest -q -s -p no:cacheprovider -rs tests/engine/test_cudalock.py ;;
+      step locktest timeout 60 python3 -m pytest -q -s -p no:cacheprovider -rs tests/engine/test_cudalock.py
+      # which processes the driver refuses to lock (call 23: 333 refusals, code 801): after Kineto, CUDA IPC, VMM
+      step lockprobe timeout 60 python3 scripts/lock_probe.py ;;
     compile_check)
       # the six shipped torch_compile candidates that recompiled for every input set (2026-12-03), every workload
       step compile_check timeout ${COMPILE_TIMEOUT:-150} python3 scripts/run_library.py -o "$RES/compile_check_$STAMP.jsonl" \

@@ -20,9 +20,10 @@ class ExpressionError(SolbenchError):
 
 def says_out_of_memory(text: str) -> bool:
     """Whether an error's text is an allocation failure: torch's ("CUDA out of memory"), the CUDA driver's
-    (``CUDA_ERROR_OUT_OF_MEMORY``) or the CPU allocator's ("can't allocate memory")."""
+    (``CUDA_ERROR_OUT_OF_MEMORY``), cuBLAS's (``CUBLAS_STATUS_ALLOC_FAILED``: H200 call 23, a record made
+    RUNTIME_ERROR by the device's memory running out beside others) or the CPU allocator's."""
     lower = text.lower()
-    return "out of memory" in lower or "out_of_memory" in lower or "can't allocate memory" in lower
+    return any(s in lower for s in ("out of memory", "out_of_memory", "can't allocate memory", "alloc_failed"))
 
 
 class ProblemError(SolbenchError):

@@ -51,6 +51,7 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -126,6 +127,10 @@ class DeviceGate:
         self.locks = self.lock_failures = self.unlock_failures = 0
         self.lock_s = 0.0  # spent in the driver's lock calls (exclusive time, outside the windows' own)
         self.lock_at_once = GATE_LOCKS_AT_ONCE  # the processes locked from threads at once, not one by one
+        # Processes the driver refused once: never asked again (a timing waits for their requests). H200 call 23:
+        # asked again at every window, 333 refusals (code 801) each unlocked the others and waited.
+        self._refused_pids: set[int] = set()
+        self.refused_kinds: Counter[str] = Counter()  # the refused holds' kinds ("round", "round*": long, ...)
         self._lockers: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
@@ -141,8 +146,10 @@ class DeviceGate:
         return not self._due()
 
     def _lockable(self) -> list[_Hold]:
-        """The holds in flight a timing may lock (their thread awaits another process; not refused before)."""
-        return [h for h in self._awaiting if not h.lock_failed] if self.lock is not None else []
+        """The holds in flight a timing may lock (their thread awaits a process the driver has not refused)."""
+        if self.lock is None:
+            return []
+        return [h for h in self._awaiting if not h.lock_failed and h.awaited not in self._refused_pids]
 
     def _unlockable_long(self) -> bool:
         """Whether a long request in flight is one a timing cannot lock now (it waits for that one to end
@@ -313,7 +320,10 @@ class DeviceGate:
         refused = [by_pid[pid] for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is None]
         self.lock_s += time.monotonic() - began
         if refused:
-            self._refused([h for group in refused for h in group], done, holds, len(refused))
+            self._refused_pids.update(pid for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is None)
+            group = [h for g in refused for h in g]
+            self.refused_kinds.update(h.what.kind + "*" * h.long for h in group)
+            self._refused(group, done, holds, len(refused))
             return None
         now = time.monotonic()
         for group, _ in done:

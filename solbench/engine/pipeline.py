@@ -29,17 +29,17 @@ from solbench.engine.verification import KEEP_EARLY, KEEP_LATE
 from solbench.settings import FREE_POLL_S, GATE_SLICE_S, LANE_SWITCH_INTERVAL_S, MAX_FLUSHED_TIMING_SETS
 from solbench.worker import CandidateFile
 
-# Of the device's memory, for the records in flight (the rest: contexts, caches). The reservations bound each
-# copy (record_bytes) and a record beside others also waits for that much free: H200, 2026-12-03, at 0.7 the
-# device had ~60 GiB free at the median while lanes waited 678-1,540 s for memory.
-MEMORY_SHARE_CUDA = 0.85
+# Of the device's memory, for the records in flight (the rest: contexts, caches). H200 call 23 (2026-12-03): at
+# 0.85, with 16 lanes, 24 records ran out of memory (the parent held 63 GiB) and ran again, and one failed in
+# cuBLAS's allocation: back to 0.7.
+MEMORY_SHARE_CUDA = 0.7
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
 CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
 REPLY_EXTRA_OUTPUTS = KEEP_EARLY + KEEP_LATE + 1  # a timing reply's outputs beside each set's last: kept samples, refresh
 RECORD_FIXED_BYTES = 1 << 30  # a worker's context and allocator slack, per record in flight
 MAX_IN_FLIGHT = 8
-MAX_IN_FLIGHT_CUDA = 16
-SPARE_LANES = 6  # threads beyond the lanes in flight, for the slots of lanes waiting for memory (LaneSlots)
+MAX_IN_FLIGHT_CUDA = 12
+SPARE_LANES = 4  # threads beyond the lanes in flight, for the slots of lanes waiting for memory (LaneSlots)
 TIMING_BATCH_DELAY_S = 1.0  # the longest a timing waits for its batch (solbench.engine.gate) to fill
 
 
@@ -72,10 +72,10 @@ class Lane:
 
 def default_in_flight(device: str, cores: int) -> int:
     """Lanes at once: half the cores (their workers import, compile and check on them), 1 to 8;
-    on CUDA one per core, up to 16: their workers mostly wait on the device or for their timing (H200,
-    2026-12-03, call 22: with 12 lanes on 16 cores, 65-90% of the host's CPU time was idle)."""
+    on CUDA three quarters (their workers mostly wait on the device or for their timing), up to 12. H200 call
+    23 (2026-12-03): 16 lanes held more device memory than the records' reservations counted."""
     if device.startswith("cuda"):
-        return max(1, min(MAX_IN_FLIGHT_CUDA, cores))
+        return max(1, min(MAX_IN_FLIGHT_CUDA, cores * 3 // 4))
     return max(1, min(MAX_IN_FLIGHT, cores // 2))
 
 

@@ -222,6 +222,24 @@ def test_when_one_of_several_processes_refuses_the_lock_the_others_are_unlocked_
         (e[0], e[1]) for e in locks.events]
 
 
+def test_a_process_the_driver_refused_is_not_asked_again_and_its_requests_are_waited_for():
+    """H200 call 23: asked again at every window, a process the driver would not lock (code 801) made 333
+    refusals, each unlocking the others; once refused it is waited for, never asked again."""
+    gate, locks = DeviceGate(), _FakeLocks(refuse=True)
+    gate.lock = locks
+    for n in range(2):
+        done, left = threading.Event(), []
+        worker = _awaiting(gate, f"round{n}", 111, done, left)
+        time.sleep(0.05)
+        threading.Timer(0.1, done.set).start()
+        with gate.exclusive(f"timer{n}", pid=222):
+            began = time.monotonic()
+        worker.join()
+        assert began >= left[0]
+    assert [e[:2] for e in locks.events] == [("lock", 111)] and gate.refused_kinds == {"round": 1}
+    assert overlaps(gate.intervals) == []
+
+
 @pytest.mark.parametrize("refuse", [True, False])
 def test_a_long_request_that_cannot_be_locked_or_is_not_only_awaited_is_waited_for(refuse):
     """A worker the driver does not lock, or a long request whose thread is not only awaiting its reply (it
