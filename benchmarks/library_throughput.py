@@ -256,6 +256,7 @@ def tune_gate(gate: DeviceGate, args: argparse.Namespace) -> None:
         gate.max_delay_s = max(0.0, args.gate_delay)
     if args.gate_slice is not None:
         gate.slice_s = max(0.0, args.gate_slice)
+    gate.fair = gate.fair or args.gate_fair
 
 
 def arguments() -> argparse.Namespace:
@@ -274,6 +275,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--gate-delay", type=float, default=None, help="the longest a timing waits for its batch, s")
     ap.add_argument("--gate-slice", type=float, default=None,
                     help="after a window, how long the untimed work runs before the next timing, s")
+    ap.add_argument("--gate-fair", action="store_true",
+                    help="phase-fair: a request that waited through a window starts before the next timing")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
@@ -309,7 +312,8 @@ def main() -> None:
         tally.runner = runner = Runner(options, records, tally)
         tune_gate(runner.gate, args)
         meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s,
-                               "slice_s": runner.gate.slice_s, "locks": runner.gate.lock is not None}
+                               "slice_s": runner.gate.slice_s, "fair": runner.gate.fair,
+                               "locks": runner.gate.lock is not None}
         meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id}
         runner.run(plan)
         complete = len(tally.rows) == meta.get("records_planned")

@@ -97,9 +97,10 @@ CALL_A="env issue29 throughput"  # I29_TIMEOUT=90 LIB_TIMEOUT=400 THROUGHPUT_ARG
 # The seventh session's last call (~9 min): the driver's process lock on the GPU, the corpus after the window
 # changes (the first burst's room made before it, other workers locked during it), then the library's pace.
 CALL_C="env locktest adversarial_gpu throughput"  # ADV_TIMEOUT=200 LIB_TIMEOUT=300 THROUGHPUT_ARGS='--time-box 240'
-# The eighth session (~9.5 min a call): the driver's lock on several processes (in turn and at once), then the
-# whole library with every awaited process lockable, lanes lending their slots while they wait for memory, 16
-# lanes, 85% of the device for the records (LIB_TIMEOUT=520 THROUGHPUT_ARGS='--time-box 440').
+# The eighth session's (~9.5 min a call): the driver's lock on several processes (in turn and at once) and
+# which processes it refuses (lock_probe.py, in locktest), then the whole library with every awaited process
+# lockable and lanes lending their slots while they wait for memory (LIB_TIMEOUT=520 THROUGHPUT_ARGS='--time-box
+# 440'; add '--gate-batch 1 --gate-fair --gate-slice 0.03' for the unbatched gate).
 PACE="env locktest throughput"
 STEPS=()
 for s in "$@"; do

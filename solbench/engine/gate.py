@@ -11,10 +11,10 @@ too, but for one case: while a *long* request (a load or first call, which may c
 seconds) that cannot be locked is in flight, the timing waits for it anyway, so short requests
 still start meanwhile (they end before it, or soon after). A new long request starts then only within
 ``GATE_LONG_JOIN_S`` of the first waiting timing (so compiles bunch up instead of following each other,
-each holding the timings back); later it waits for the timings. Phase-fair: a request that waited
-through a whole window starts before the next timing may (so untimed work is not starved either);
-with ``slice_s`` the next timing also waits that long after a window (the untimed work in flight
-runs on the device meanwhile).
+each holding the timings back); later it waits for the timings. With ``fair`` (phase-fair), a request
+that waited through a whole window starts before the next timing may (so untimed work is not starved
+either: for a gate whose timings need not drain it, without batches); with ``slice_s`` the next timing
+also waits that long after a window (the untimed work in flight runs on the device meanwhile).
 
 The driver's lock (``lock``, :mod:`solbench.engine.cudalock`): a request whose parent thread only awaits
 another process's reply (a worker's, a problem host's: :meth:`DeviceGate.awaiting_worker`) holds no
@@ -106,8 +106,9 @@ class DeviceGate:
     the intervals are logged either way.
     """
 
-    def __init__(self, enabled: bool = True, batch: int = 1, max_delay_s: float = 0.0, slice_s: float = 0.0):
-        self.enabled = enabled
+    def __init__(self, enabled: bool = True, batch: int = 1, max_delay_s: float = 0.0, slice_s: float = 0.0,
+                 fair: bool = False):
+        self.enabled, self.fair = enabled, fair
         self.batch, self.max_delay_s, self.slice_s = max(1, batch), max(0.0, max_delay_s), max(0.0, slice_s)
         self._cond = threading.Condition()
         self._readers = 0
@@ -139,8 +140,8 @@ class DeviceGate:
     def _may_read(self, long: bool, seen: int) -> bool:
         if self._writer:
             return False
-        if self._writers_waiting == 0 or self._windows_done > seen:
-            return True  # no timing waits, or this request waited through a whole window: its turn
+        if self._writers_waiting == 0 or (self.fair and self._windows_done > seen):
+            return True  # no timing waits, or (fair) this request waited through a whole window: its turn
         if self._unlockable_long() and (not long or time.monotonic() - self._first_waiting < GATE_LONG_JOIN_S):
             return True  # the timing waits for a long request anyway
         return not self._due()

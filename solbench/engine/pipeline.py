@@ -48,15 +48,17 @@ def timing_batch(in_flight: int) -> int:
     return max(1, in_flight // 2)
 
 
-def device_gate(device: str, in_flight: int) -> DeviceGate:
-    """The run's gate. On CUDA with the driver's process lock, a timing locks the processes it would wait for,
-    so it waits for no batch: it runs as soon as the parent's own device work in flight has ended, after the
-    untimed work's slice (``GATE_SLICE_S``). Else the timings gather in batches of half the lanes (each batch
-    waits once for the untimed requests in flight to end)."""
+def device_gate(device: str, in_flight: int, unbatched: bool = False) -> DeviceGate:
+    """The run's gate: timings gathered in batches of half the lanes (each batch waits once for the untimed
+    requests in flight that it cannot lock to end); on CUDA it locks, through the driver, the processes whose
+    replies those requests await. ``unbatched``: no batch, phase-fair, the untimed work's slice
+    (``GATE_SLICE_S``) after each window, for a driver that locks every worker. Not the default: H200 call 23
+    (2026-12-03), this driver refused most workers (code 801) and the pass went slower than with batches."""
     locker = process_locker() if device.startswith("cuda") else None
-    if locker is None:
-        return DeviceGate(batch=timing_batch(in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
-    gate = DeviceGate(slice_s=GATE_SLICE_S)
+    if unbatched and locker is not None:
+        gate = DeviceGate(slice_s=GATE_SLICE_S, fair=True)
+    else:
+        gate = DeviceGate(batch=timing_batch(in_flight), max_delay_s=TIMING_BATCH_DELAY_S)
     gate.lock = locker
     return gate
 

@@ -298,7 +298,7 @@ def test_a_timing_locks_every_awaited_process_short_requests_and_problem_hosts_t
 def test_a_request_that_waited_through_a_window_starts_before_the_next_timing_and_the_slice_is_kept():
     """Phase-fair: timings queued back to back do not starve untimed work (a request that waited through one
     window goes before the next); ``slice_s`` keeps the next window that long after the last."""
-    gate = DeviceGate(slice_s=0.05)
+    gate = DeviceGate(slice_s=0.05, fair=True)
     threads = [_hold(gate, "timer0", True, 0.05)]
     time.sleep(0.01)
     threads += [_hold(gate, "timer1", True, 0.05), _hold(gate, "timer2", True, 0.05)]
@@ -313,15 +313,19 @@ def test_a_request_that_waited_through_a_window_starts_before_the_next_timing_an
     assert overlaps(gate.intervals) == []
 
 
-def test_the_runs_gate_locks_on_cuda_where_the_driver_can_and_batches_elsewhere(monkeypatch):
+def test_the_runs_gate_batches_and_locks_on_cuda_where_the_driver_can_and_unbatched_only_when_asked(monkeypatch):
     from solbench.engine import pipeline
 
     monkeypatch.setattr(pipeline, "process_locker", lambda: _FakeLocks())
     cuda, cpu = pipeline.device_gate("cuda", 12), pipeline.device_gate("cpu", 12)
-    assert cuda.lock is not None and (cuda.batch, cuda.max_delay_s, cuda.slice_s) == (1, 0.0, pipeline.GATE_SLICE_S)
+    assert cuda.lock is not None and (cuda.batch, cuda.max_delay_s, cuda.slice_s, cuda.fair) == (
+        6, pipeline.TIMING_BATCH_DELAY_S, 0.0, False)
     assert cpu.lock is None and (cpu.batch, cpu.max_delay_s) == (6, pipeline.TIMING_BATCH_DELAY_S)
-    monkeypatch.setattr(pipeline, "process_locker", lambda: None)  # a driver without the lock
-    assert pipeline.device_gate("cuda", 12).lock is None and pipeline.device_gate("cuda", 12).batch == 6
+    fair = pipeline.device_gate("cuda", 12, unbatched=True)
+    assert fair.lock is not None and (fair.batch, fair.slice_s, fair.fair) == (1, pipeline.GATE_SLICE_S, True)
+    monkeypatch.setattr(pipeline, "process_locker", lambda: None)  # a driver without the lock: batches
+    assert pipeline.device_gate("cuda", 12, unbatched=True).lock is None
+    assert pipeline.device_gate("cuda", 12, unbatched=True).batch == 6
 
 
 @pytest.mark.parametrize("lend", [True, False])
