@@ -30,8 +30,8 @@ from solbench.settings import FREE_POLL_S, GATE_SLICE_S, LANE_SWITCH_INTERVAL_S,
 from solbench.worker import CandidateFile
 
 # Of the device's memory, for the records in flight (the rest: contexts, caches). H200 call 23 (2026-12-03): at
-# 0.85, with 16 lanes, 24 records ran out of memory (the parent held 63 GiB) and ran again, and one failed in
-# cuBLAS's allocation: back to 0.7.
+# 0.85, with 16 lanes, 24 records ran out of memory (a process of 63 GiB found the device full) and ran again,
+# one failed in cuBLAS's allocation: back to 0.7.
 MEMORY_SHARE_CUDA = 0.7
 MEMORY_SHARE_CPU = 0.5  # of MemAvailable
 CACHE_SHARE = 0.2  # of that, for inputs and references kept for a (problem, workload)'s other candidates
