@@ -348,7 +348,8 @@ class HarnessPhases(_Strict):
     burst_s: float | None = _f("the parent-clocked burst, in the timing's window, and its checks")
     edge_s: float | None = _f("the edge rounds (legal inputs at other shapes and layouts), checked")
     device_wait_s: float | None = _f("waiting for the device gate (a timing window of another record, or for this "
-                                     "record's, untimed work in flight)")
+                                     "record's, untimed work in flight), and the time its worker or problem host "
+                                     "was locked for another record's window")
     verdict_s: float | None = _f("the guards' review, the record built, written and handed to hooks")
 
 

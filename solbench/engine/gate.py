@@ -94,6 +94,7 @@ class _Hold:
     locked: bool = False
     lock_failed: bool = False
     awaited: int | None = None
+    locked_at: float = 0.0  # when its process was locked (the time locked is charged to its sink as a wait)
 
 
 Unlock = Callable[[], bool]
@@ -329,6 +330,7 @@ class DeviceGate:
         now = time.monotonic()
         for group, _ in done:
             for hold in group:
+                hold.locked_at = now
                 self._log(dataclasses.replace(hold.what, start=hold.start, end=now))
         self.locks += len(done)
         return done
@@ -359,14 +361,17 @@ class DeviceGate:
             self._cond.notify_all()
 
     def _unlock(self, locked: list[tuple[list[_Hold], Unlock]]) -> None:
-        """Each process unlocked; its holds go on (logged from now) and their threads may touch the device again."""
+        """Each process unlocked; its holds go on (logged from now) and their threads may touch the device again.
+        The time each hold was locked is charged to its sink as ``device_wait_s`` (off its record's work clock)."""
         for group, unlock in locked:
             if not unlock():
                 self.unlock_failures += 1
             with self._cond:
                 now = time.monotonic()
                 for hold in group:
-                    hold.start, hold.locked = now, False
+                    if hold.sink is not None and hold.locked_at:
+                        hold.sink.wait("device_wait_s", now - hold.locked_at)
+                    hold.start, hold.locked, hold.locked_at = now, False, 0.0
                 self._cond.notify_all()
 
     def _until_due(self) -> float | None:

@@ -199,6 +199,29 @@ def test_short_requests_wait_while_a_timing_can_lock_the_long_one_and_timings_in
     assert overlaps(gate.intervals) == []
 
 
+def test_the_time_a_request_was_locked_is_charged_to_its_record_as_a_wait_for_the_device():
+    """A record whose worker was locked for another's window waited for the device that long: its ledger says so
+    (device_wait_s, off its work clock), so its phases still add up to its wall."""
+    gate, locks, done = DeviceGate(), _FakeLocks(), threading.Event()
+    gate.lock = locks
+    ledger = Ledger()
+
+    def body() -> None:
+        with gate.shared("round", "round", pid=111, sink=ledger), ledger.phase("rounds_s"):
+            with gate.awaiting_worker():
+                done.wait(5)
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    time.sleep(0.05)
+    with gate.exclusive("timer", pid=222):
+        time.sleep(0.2)
+    done.set()
+    worker.join()
+    assert 0.19 <= ledger.phases["device_wait_s"] <= 0.3
+    assert ledger.phases["rounds_s"] + ledger.phases["device_wait_s"] == pytest.approx(ledger.wall(), abs=0.02)
+
+
 def test_when_one_of_several_processes_refuses_the_lock_the_others_are_unlocked_and_it_is_waited_for():
     gate, done, left = DeviceGate(), threading.Event(), []
 
