@@ -159,9 +159,11 @@ class DeviceGate:
         return self._long > sum(1 for h in self._lockable() if h.long)
 
     def _due(self) -> bool:
-        """Whether the waiting timings' batch is due (then the gate stays closed until they are done)."""
+        """Whether the waiting timings' batch is due (then the gate stays closed until they are done). A batch
+        saves drains: it is due at once when the timing needs none (every request in flight can be locked)."""
         if not self._closed and (self._writers_waiting >= self.batch or self._urgent_waiting
-                                 or time.monotonic() - self._first_waiting >= self.max_delay_s):
+                                 or time.monotonic() - self._first_waiting >= self.max_delay_s
+                                 or (self._readers and self._readers == len(self._lockable()))):
             self._closed = True
         return self._closed
 

@@ -50,8 +50,8 @@ def timing_batch(in_flight: int) -> int:
 
 def device_gate(device: str, in_flight: int, unbatched: bool = False) -> DeviceGate:
     """The run's gate: timings gathered in batches of half the lanes (each batch waits once for the untimed
-    requests in flight that it cannot lock to end); on CUDA it locks, through the driver, the processes whose
-    replies those requests await. ``unbatched``: no batch, phase-fair, the untimed work's slice
+    requests in flight that it cannot lock to end; none when it can lock them all); on CUDA it locks, through
+    the driver, the processes whose replies those requests await. ``unbatched``: no batch, phase-fair, the untimed work's slice
     (``GATE_SLICE_S``) after each window, for a driver that locks every worker. Not the default: H200 call 23
     (2026-12-03), this driver refused most workers (code 801) and the pass went slower than with batches."""
     locker = process_locker() if device.startswith("cuda") else None

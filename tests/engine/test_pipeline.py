@@ -199,6 +199,21 @@ def test_short_requests_wait_while_a_timing_can_lock_the_long_one_and_timings_in
     assert overlaps(gate.intervals) == []
 
 
+def test_a_timing_that_needs_no_drain_waits_for_no_batch():
+    """Batches save drains; with every request in flight lockable a timing needs none, so it runs at once."""
+    gate, locks, done, left = DeviceGate(batch=6, max_delay_s=5.0), _FakeLocks(), threading.Event(), []
+    gate.lock = locks
+    worker = _awaiting(gate, "round", 111, done, left)
+    time.sleep(0.05)
+    asked = time.monotonic()
+    with gate.exclusive("timer", pid=222):
+        began = time.monotonic()
+    done.set()
+    worker.join()
+    assert began - asked < 0.1 and [e[0] for e in locks.events] == ["lock", "unlock"]
+    assert overlaps(gate.intervals) == []
+
+
 def test_the_time_a_request_was_locked_is_charged_to_its_record_as_a_wait_for_the_device():
     """A record whose worker was locked for another's window waited for the device that long: its ledger says so
     (device_wait_s, off its work clock), so its phases still add up to its wall."""
