@@ -88,6 +88,8 @@ class TimingDetails(_Strict):
     trace_s: float | None = _f("wall time of starting, stopping and reading the CUPTI traces")
     worker_probe_s: float | None = _f("the worker's wall time in the memoization probe after the samples")
     worker_rest_s: float | None = _f("the worker's wall time in the timing request outside the timer and the probe")
+    worker_timer_s: float | None = _f("the worker's wall time in the timer (warm-up, sampling, traces and the rest)")
+    worker_receive_s: float | None = _f("the worker's wall time reading the timing request (its sets mapped)")
 
 
 class TimingInterleave(_Strict):

@@ -199,6 +199,7 @@ class Worker:
         self.timed_sets: list[list[Any]] | None = None  # the last timing's sets, for a burst after it
         self.burst_buffers: list[list[Any]] | None = None  # room for a burst's outputs (burst_prepare)
         self.reply_arena: Any = None  # the burst reply's shared-memory file, faulted in (burst_prepare)
+        self.received_s = 0.0  # the last request's receipt: its bytes read and its tensors mapped (serve)
 
     def _shared(self, v: Any) -> int | None:
         """Which tensor of a device-route request ``v`` is, or None (not one, or another route)."""
@@ -442,7 +443,8 @@ class Worker:
             context["memo"] = yield from worker_probe(context)
         t_probe = _perf_counter() - t_probe
         # Where the request's time went besides the samples (diagnostic: no figure is taken from it).
-        result.details.update(worker_probe_s=t_probe, worker_rest_s=_perf_counter() - t0 - t_timer - t_probe)
+        result.details.update(worker_probe_s=t_probe, worker_rest_s=_perf_counter() - t0 - t_timer - t_probe,
+                              worker_timer_s=t_timer, worker_receive_s=self.received_s)
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "samples": verify.sample,
                 "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
 
@@ -543,7 +545,10 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
                 "release": worker.release, "ping": lambda msg: {"ok": True}}
     while True:
         pool.begin()
+        _await_request(sock)
+        receiving = time.monotonic()
         msg = recv_message(sock, device=pool)
+        worker.received_s = time.monotonic() - receiving
         op = msg.get("op")
         if op == "exit":
             return 0
@@ -571,6 +576,15 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
             worker.burst_buffers = None
             worker.drop_reply_arena()
             release_device_memory()
+
+
+def _await_request(sock: socket.socket) -> None:
+    """Block until the next request's first byte is here (peeked, not read: its file descriptors stay with it),
+    so that its receipt can be timed apart from the wait for it."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        pass  # recv_message says what is wrong
 
 
 def release_device_memory() -> None:

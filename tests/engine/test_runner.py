@@ -143,6 +143,13 @@ def test_run_problems_in_process(tmp_path):
     assert honest["environment"]["seed"] == 123 and honest["roof"] == "estimate" and "cpu_estimate" in honest["flags"]
     assert honest["timing"]["n"] >= 10 and honest["correctness"]["timed"]["passed"]
     assert len(honest["correctness"]["rounds"]) == 3
+    # the worker's side of its timing request, broken down: reading it, the timer, the rest; all inside the
+    # window the parent clocked around the request
+    details, window = honest["timing"]["details"], honest["harness"]["window"]
+    inside = details["worker_receive_s"] + details["worker_timer_s"] + details["worker_probe_s"] + details[
+        "worker_rest_s"]
+    assert details["worker_timer_s"] >= details["warmup_s"] + details["sampling_s"] > 0
+    assert 0 <= details["worker_receive_s"] and inside <= window["request_s"] - window["send_s"] - window["read_s"]
     # on a CPU the telemetry is the machine's load sampled from /proc during the timing (no NVML)
     assert honest["telemetry"]["available"] is True and honest["telemetry"]["kind"] == "cpu"
 
