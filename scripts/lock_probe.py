@@ -53,7 +53,14 @@ def probe(kind: str, locker, extra: list[str], fds: tuple[int, ...] = ()) -> str
 
 
 def main() -> None:
-    import cupy
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("lock_probe.py: needs a CUDA device (run it on a GPU machine)")
+    try:
+        import cupy
+    except ImportError:
+        sys.exit("lock_probe.py: needs cupy for the CUDA IPC probe (pip install cupy-cuda12x or cupy-cuda13x)")
 
     from solbench.engine.cudalock import process_locker
 
