@@ -84,15 +84,13 @@ class Interval:
 @dataclass(eq=False)
 class _Hold:
     """A thread's shared hold in progress: what is logged when it ends, and since when it is held (``locked``:
-    its worker is locked for a timing window, the piece before logged; ``lock_failed``: it could not be;
-    ``awaited``: the process whose reply its thread awaits now, None when it awaits none)."""
+    its worker is locked for a timing window, the piece before logged; ``awaited``: the process whose reply its thread awaits now, None when it awaits none)."""
 
     what: Interval
     long: bool
     start: float
     sink: WaitSink | None
     locked: bool = False
-    lock_failed: bool = False
     awaited: int | None = None
     locked_at: float = 0.0  # when its process was locked (the time locked is charged to its sink as a wait)
 
@@ -151,7 +149,7 @@ class DeviceGate:
         """The holds in flight a timing may lock (their thread awaits a process the driver has not refused)."""
         if self.lock is None:
             return []
-        return [h for h in self._awaiting if not h.lock_failed and h.awaited not in self._refused_pids]
+        return [h for h in self._awaiting if h.awaited not in self._refused_pids]
 
     def _unlockable_long(self) -> bool:
         """Whether a long request in flight is one a timing cannot lock now (it waits for that one to end
@@ -319,15 +317,12 @@ class DeviceGate:
             assert hold.awaited is not None
             by_pid.setdefault(hold.awaited, []).append(hold)
         began = time.monotonic()
-        unlocks = self._locked(list(by_pid))
-        done = [(by_pid[pid], unlock) for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is not None]
-        refused = [by_pid[pid] for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is None]
+        unlocks = dict(zip(by_pid, self._locked(list(by_pid)), strict=True))
         self.lock_s += time.monotonic() - began
+        done = [(by_pid[pid], unlock) for pid, unlock in unlocks.items() if unlock is not None]
+        refused = [pid for pid, unlock in unlocks.items() if unlock is None]
         if refused:
-            self._refused_pids.update(pid for pid, unlock in zip(by_pid, unlocks, strict=True) if unlock is None)
-            group = [h for g in refused for h in g]
-            self.refused_kinds.update(h.what.kind + "*" * h.long for h in group)
-            self._refused(group, done, holds, len(refused))
+            self._refused(refused, [h for pid in refused for h in by_pid[pid]], done, holds)
             return None
         now = time.monotonic()
         for group, _ in done:
@@ -349,15 +344,15 @@ class DeviceGate:
             self._lockers = concurrent.futures.ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="gate-lock")
         return list(self._lockers.map(lock, pids))
 
-    def _refused(self, group: list[_Hold], done: list[tuple[list[_Hold], Unlock]], holds: list[_Hold],
-                 processes: int = 1) -> None:
-        """Processes the driver would not lock: their holds marked (waited for from now), the others unlocked and
-        let go as they were."""
-        self.lock_failures += processes
+    def _refused(self, pids: list[int], group: list[_Hold], done: list[tuple[list[_Hold], Unlock]],
+                 holds: list[_Hold]) -> None:
+        """Processes the driver would not lock: never asked again (their holds, ``group``, waited for from now),
+        the others unlocked and let go as they were."""
+        self.lock_failures += len(pids)
+        self.refused_kinds.update(h.what.kind + "*" * h.long for h in group)
         self._unlock(done)
         with self._cond:
-            for hold in group:
-                hold.lock_failed = True
+            self._refused_pids.update(pids)
             for hold in holds:
                 hold.locked = False
             self._cond.notify_all()

@@ -51,8 +51,8 @@ def timing_batch(in_flight: int) -> int:
 def device_gate(device: str, in_flight: int, unbatched: bool = False) -> DeviceGate:
     """The run's gate: timings gathered in batches of half the lanes (each batch waits once for the untimed
     requests in flight that it cannot lock to end; none when it can lock them all); on CUDA it locks, through
-    the driver, the processes whose replies those requests await. ``unbatched``: no batch, phase-fair, the untimed work's slice
-    (``GATE_SLICE_S``) after each window, for a driver that locks every worker. Not the default: H200 call 23
+    the driver, the processes whose replies those requests await. ``unbatched``: no batch, phase-fair, the
+    untimed work's slice (``GATE_SLICE_S``) after each window, for a driver that locks every worker. Not the default: H200 call 23
     (2026-12-03), this driver refused most workers (code 801) and the pass went slower than with batches."""
     locker = process_locker() if device.startswith("cuda") else None
     if unbatched and locker is not None:
@@ -131,8 +131,7 @@ class LaneSlots:
     the timing windows held the device 22% of the run."""
 
     def __init__(self, size: int) -> None:
-        self.size = max(1, size)
-        self._free = threading.Semaphore(self.size)
+        self._free = threading.Semaphore(max(1, size))
         self._local = threading.local()
 
     @contextmanager
