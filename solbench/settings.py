@@ -49,6 +49,9 @@ ACTOR_STOP_TIMEOUT_S = 30.0  # a Ray actor's close and termination, each
 EXECUTOR_EXIT_WAIT_S = 10.0  # a local executor process's exit after it was told to stop
 EXECUTOR_JOIN_S = 60.0  # the driver's wait for an executor's thread at the end of a run
 GATE_LONG_JOIN_S = 2.0  # a long request joins those in flight while the first waiting timing waited less
+# A warm-up call's input set lives in the parent, the device pool and the worker, and its outputs come back:
+# its reservation (solbench.engine.warm), in inputs and outputs of one call.
+WARM_COPIES = 4
 GATE_SLICE_S = 0.03  # after a timing window, the untimed work in flight runs this long before the next locks it
 GATE_LOCKS_AT_ONCE = False  # a timing locks the other processes from threads at once (else one by one)
 FREE_POLL_S = 0.25  # how often a record waiting for free device memory reads it again (solbench.engine.pipeline)

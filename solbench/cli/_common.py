@@ -149,7 +149,7 @@ def done(what: str, path: Path) -> None:
 # --- run settings as options: every flag, default and help comes from RunOptions ---------------------
 # A field's flag is ``--`` and its name without ``_s``, ``-`` for ``_``; these say otherwise.
 RUN_FLAGS = {"cooldown_max_s": "--cooldown", "all_streams": "--all-streams/--events-only", "guards": " /--no-guards",
-             "edge_rounds": " /--no-edge", "worker_reads": "--worker-read"}
+             "edge_rounds": " /--no-edge", "warm_shapes": " /--no-warm", "worker_reads": "--worker-read"}
 RUN_HELP = {"guards": "run without the guards, only to measure what they add; never for untrusted code (every "
                       f"record is flagged {GUARDS_OFF_FLAG})",
             "worker_reads": RunOptions.model_fields["worker_reads"].description + " (repeatable)"}

@@ -342,6 +342,9 @@ class HarnessPhases(_Strict):
                                "that makes them: once per problem, workload and seed)")
     worker_wait_s: float | None = _f("waiting for the worker to be up (what starting it ahead did not hide)")
     load_s: float | None = _f("the worker importing the candidate")
+    warm_s: float | None = _f("a lane's first record: its worker called once on each later workload's inputs before "
+                              "its first timing, so that a candidate compiling per shape compiles them then "
+                              "(solbench.engine.warm)")
     setup_s: float | None = _f("the candidate's setup(...), untimed")
     rounds_s: float | None = _f("the correctness rounds (the first call and its compile included)")
     timing_request_s: float | None = _f("the timing request, in the window the device is held alone, and what is made "

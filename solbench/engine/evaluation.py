@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solbench.data import Status, Timing, make_inputs
+from solbench.data import Problem, Status, Timing, make_inputs
 from solbench.engine.burst import FirstBurst, first_burst, run_burst
 from solbench.engine.cases import Case, WorkloadCases, derive_seed, message_bytes
 from solbench.engine.correctness import MalformedReply, check_outputs, compare_tensors, mutated_inputs
@@ -355,11 +355,16 @@ def _valid_timing(timing: Any) -> dict[str, Any]:
     return timing
 
 
+def expected_outputs(problem: Problem, axes: dict[str, int]) -> list[dict[str, Any]]:
+    """What a call's reply describes of each output (the worker's ``expect``): shape and dtype."""
+    return [{"shape": list(problem.shape(n, axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
+
+
 def evaluate(slot: CandidateSlot, ctx: EvaluationContext) -> Evaluation:
     """Rounds, timing, re-check of the timed outputs. The slot's worker must be loaded."""
     cases = ctx.cases
     problem = cases.problem
-    expect = [{"shape": list(problem.shape(n, cases.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
+    expect = expected_outputs(problem, cases.axes)
     deadline = ctx.clock() + ctx.timeout_s
     workload_limit = f"the workload's timeout ({ctx.timeout_s:g} s, after the first call)"
     findings: list[dict[str, Any]] = []
@@ -571,7 +576,7 @@ def _edge_rounds(slot: CandidateSlot, ctx: EvaluationContext, report: dict[str, 
         new_shape = not any(sig[0] == signature[0] for sig in compiled)
         compiled.add(signature)
         limit = ctx.compile_timeout_s if first else max(deadline - ctx.clock(), 0.001)
-        expect = [{"shape": list(problem.shape(n, r.axes) or ()), "dtype": s.dtype} for n, s in problem.outputs.items()]
+        expect = expected_outputs(problem, r.axes)
         case = Case(0, r.inputs, r.expected)
         try:
             if slot.has_setup and new_shape and r.axes != ctx.cases.axes:

@@ -29,15 +29,24 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from solbench.data import HardwareSpec, Problem, ResultRecord, RooflinePoint, Status, Workload, append_record_checked
+from solbench.data import (
+    HardwareSpec,
+    Problem,
+    ResultRecord,
+    RooflinePoint,
+    Status,
+    Workload,
+    append_record_checked,
+    make_inputs,
+)
 from solbench.engine.bytecode import prime_bytecode
-from solbench.engine.cases import WorkloadCases, prepare_cases
+from solbench.engine.cases import WorkloadCases, derive_seed, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, without_harness_root
 from solbench.engine.identity import RunIdentity
@@ -45,6 +54,7 @@ from solbench.engine.ledger import Ledger
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
 from solbench.engine.pipeline import (
     CACHE_SHARE,
+    RECORD_FIXED_BYTES,
     CasesCache,
     Lane,
     LaneSlots,
@@ -62,10 +72,11 @@ from solbench.engine.pipeline import (
 )
 from solbench.engine.problem_host import HostPool, ProblemHost, new_host
 from solbench.engine.scoring import Evaluation, build_record, physics_floor, resolve_spec
+from solbench.engine.warm import compiles_per_shape, warm_shapes
 from solbench.engine.work import timed_point
 from solbench.errors import DeviceMemoryShort, ProblemError, says_out_of_memory
 from solbench.guards import make_undumpable, resolve_account, review
-from solbench.settings import WINDOW_STOP_WAIT_S
+from solbench.settings import WARM_COPIES, WINDOW_STOP_WAIT_S
 from solbench.worker import (
     CandidateFile,
     cache_key,
@@ -259,10 +270,12 @@ class Runner:
         done = 0
         try:
             self._spawn_early(slot)
+            ledger = self._warm(slot, lane) if self._warms(lane) else None  # the first record's
             for workload in lane.workloads:
                 if stop.is_set():
                     break
-                self._run_workload(slot, lane.problem, workload)
+                self._run_workload(slot, lane.problem, workload, ledger)
+                ledger = None
                 done += 1
         finally:
             self.cases.skip(lane.problem, lane.workloads[done:])
@@ -286,7 +299,71 @@ class Runner:
         with self.gate.shared(f"{slot.problem}/{slot.candidate.name}", "start") if cpu else nullcontext():
             slot.spawn()
 
-    def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload) -> None:
+    def _warms(self, lane: Lane) -> bool:
+        """Whether the lane's worker is first called on its later workloads' inputs (:mod:`solbench.engine.warm`):
+        on a GPU (where a timed worker can no longer be locked), for a candidate that may compile per shape."""
+        return (self.options.warm_shapes and self.options.device.startswith("cuda") and len(lane.workloads) > 1
+                and compiles_per_shape(lane.candidate.path))
+
+    def _warm(self, slot: CandidateSlot, lane: Lane) -> Ledger:
+        """The lane's worker loaded and called once on each later workload's inputs, before its first timing (the
+        first workload compiles in its own rounds, before it too): the first record's ledger, the time in
+        ``warm_s``. A load that fails is left to the first record to report."""
+        ledger = slot.ledger = Ledger()
+        slot.owner = f"{lane.problem.name}/{lane.workloads[0].name}/{slot.candidate.name}"
+        # The worker's own memory reserved throughout: a record that must run alone waits for it (instead of
+        # stopping this worker, which holds no record's reservation, as an idle one).
+        try:
+            held = self.memory.acquire(RECORD_FIXED_BYTES, ledger)
+        except MemoryWaitStopped:  # the run stops: no record of this lane starts
+            return ledger
+        try:
+            if slot.ensure_worker(self.options.compile_timeout_s) is not None:
+                return ledger
+            with ledger.phase("warm_s"):
+                warm_shapes(slot, lane.problem, lane.workloads[1:],
+                            lambda w: self._warm_inputs(lane.problem, w, ledger), self.options.compile_timeout_s,
+                            self._stop)
+        finally:
+            self.memory.release(held)
+        return ledger
+
+    @contextmanager
+    def _warm_inputs(self, problem: Problem, workload: Workload, ledger: Ledger) -> Iterator[dict[str, Any] | None]:
+        """One input set of ``workload``, made by a problem host and held while a warm-up call runs; None (nothing
+        made) when it does not fit beside the records in flight now, or could not be made (its record says why)."""
+        axes = problem.resolve_axes(workload)
+        held = self.memory.try_acquire(WARM_COPIES * problem.auto_bytes(axes))
+        if held is None:
+            yield None
+            return
+        inputs: dict[str, Any] | None = None
+        try:
+            try:
+                inputs = self._make_inputs(problem, workload, axes, ledger)
+            except (ProblemError, RuntimeError, MemoryError):
+                inputs = None
+            yield inputs
+        finally:
+            if inputs is not None:
+                inputs.clear()  # the tensors go before the reservation does
+            self.memory.release(held)
+            self._free_device_memory(f"{problem.name}/{workload.name}", ledger)
+
+    def _make_inputs(self, problem: Problem, workload: Workload, axes: dict[str, int], ledger: Ledger) -> dict[str, Any]:
+        """A seeded input set of the workload (not one a record uses), made by a problem host on the run's device."""
+        with self._lock:
+            folders = set(self._folders)
+        with self.hosts.lend(folders) as host:
+            host.start(problem)
+            _, gen_fn = host.functions(problem)
+            with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
+                return make_inputs(problem, axes, derive_seed(self.base_seed, problem.name, workload.name, "warm", 0),
+                                   device=self.options.device, generator_fn=gen_fn,
+                                   scalars=problem.scalars_for(workload))
+
+    def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload,
+                      ledger: Ledger | None = None) -> None:
         """One record. One that ran out of device memory beside others runs again with twice its
         reservation, then alone (the memory held by the records in flight is an estimate; running out
         is not the candidate's doing). Alone drains the pipeline: it comes last (H200, 2026-12-02:
@@ -294,7 +371,7 @@ class Runner:
         slot.owner = f"{problem.name}/{workload.name}/{slot.candidate.name}"
         with self._lock:
             self.progress.task(problem.name, workload.name, slot.candidate.name)
-        ledger = Ledger()
+        ledger = ledger or Ledger()
         reasons: list[str] = []
         record = None
         try:

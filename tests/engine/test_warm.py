@@ -1,0 +1,157 @@
+"""Shapes compiled before a worker's first timing (solbench.engine.warm): which candidates, what is called, when."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import pytest
+
+import solbench
+from solbench.data.problem import load_problem
+from solbench.engine.ledger import phase_total
+from solbench.engine.runner import PlanItem, Runner
+from solbench.engine.warm import compiles_per_shape, warm_shapes
+from solbench.worker import WorkerFailure
+from solbench.worker.candidate import describe_candidates
+
+HERE = Path(__file__).resolve().parents[1]
+TINY = HERE / "fixtures" / "tiny"
+CANDIDATES = HERE / "candidates"
+LIBRARY = HERE.parent / "problems"
+
+
+def test_a_candidate_that_compiles_per_shape_is_known_by_its_source_or_a_file_beside_it(tmp_path):
+    eager = tmp_path / "eager" / "torch_eager.py"
+    eager.parent.mkdir()
+    eager.write_text("import torch\n\ndef run(x):\n    return x * 2\n")
+    assert not compiles_per_shape(eager)
+    kernel = tmp_path / "kernel" / "triton_add.py"
+    kernel.parent.mkdir()
+    kernel.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x): pass\n")
+    assert compiles_per_shape(kernel)
+    # torch.compile of a sibling's function: the entry file names it; the eager file beside it still does not
+    (tmp_path / "eager" / "torch_compile.py").write_text("import torch\n_f = torch.compile(lambda x: x)\n")
+    assert compiles_per_shape(tmp_path / "eager" / "torch_compile.py") and not compiles_per_shape(eager)
+    # an entry that loads a file beside it which compiles (load_sibling, or a plain import): that file counts
+    loader = tmp_path / "kernel" / "entry.py"
+    loader.write_text('import solbench\n_k = solbench.load_sibling(__file__, "triton_add.py")\n')
+    assert compiles_per_shape(loader)
+    loader.write_text("import triton_add\n")
+    assert compiles_per_shape(loader)
+    loader.write_text('import torch\nimport solbench\n_e = solbench.load_sibling(__file__, "../eager/torch_compile.py")\n')
+    assert not compiles_per_shape(loader)  # a file beside it only
+    assert not compiles_per_shape(tmp_path / "missing.py")
+    shipped = LIBRARY / "llama3_1_8b" / "rmsnorm" / "solutions"
+    assert compiles_per_shape(shipped / "torch_compile.py") and not compiles_per_shape(shipped / "torch_eager.py")
+
+
+class _Client:
+    def __init__(self, fail_on: int | None = None, dies_on: int | None = None):
+        self.headers: list[dict] = []
+        self.fail_on, self.dies_on = fail_on, dies_on
+
+    def request(self, header, timeout_s, max_bytes, awaiting):
+        self.headers.append(header)
+        n = len(self.headers)
+        if n == self.dies_on:
+            raise WorkerFailure("died", "the worker exited with signal 11")
+        return {"ok": n != self.fail_on, "outputs": []}
+
+
+class _Slot:
+    def __init__(self, client: _Client):
+        self.client, self.gate, self.retired, self.kinds = client, None, 0, []
+
+    def access(self, kind, long=False):
+        self.kinds.append((kind, long))
+        return nullcontext()
+
+    def retire(self):
+        self.retired += 1
+        self.client = None
+
+
+def _inputs_for(problem, skip: set[str], made: list[str], held: list[int]):
+    import torch
+
+    @contextmanager
+    def inputs(workload):
+        if workload.name in skip:
+            yield None
+            return
+        axes = problem.resolve_axes(workload)
+        made.append(workload.name)
+        held.append(1)
+        try:
+            yield {"x": torch.zeros(axes["N"], axes["D"]), "y": torch.zeros(axes["N"], axes["D"])}
+        finally:
+            held.pop()
+    return inputs
+
+
+def test_each_workload_is_called_once_on_its_own_shapes_and_one_that_does_not_fit_is_left_to_its_record():
+    problem = load_problem(TINY / "scaled_add")
+    client, made, held = _Client(), [], []
+    slot = _Slot(client)
+    warmed = warm_shapes(slot, problem, problem.workloads, _inputs_for(problem, {"n32"}, made, held), 60.0,
+                         threading.Event())
+    assert warmed == ["n4", "n131072"] and made == warmed and held == []
+    assert [tuple(h["inputs"][0].shape) for h in client.headers] == [(4, 64), (131072, 64)]
+    assert all(h["op"] == "call" and h["expect"] == [{"shape": list(h["inputs"][0].shape), "dtype": "float32"}]
+               for h in client.headers)
+    assert slot.kinds == [("warm", True)] * 2 and slot.retired == 0  # long: it may compile (lockable meanwhile)
+
+
+@pytest.mark.parametrize("fail_on, dies_on", [(1, None), (None, 1)])
+def test_a_call_that_fails_ends_the_warm_up_and_retires_the_worker(fail_on, dies_on):
+    problem = load_problem(TINY / "scaled_add")
+    client, made, held = _Client(fail_on, dies_on), [], []
+    slot = _Slot(client)
+    warmed = warm_shapes(slot, problem, problem.workloads, _inputs_for(problem, set(), made, held), 60.0,
+                         threading.Event())
+    assert warmed == [] and len(client.headers) == 1 and slot.retired == 1 and held == []
+
+
+def test_a_stopped_run_warms_nothing():
+    problem = load_problem(TINY / "scaled_add")
+    stop = threading.Event()
+    stop.set()
+    client = _Client()
+    assert warm_shapes(_Slot(client), problem, problem.workloads, _inputs_for(problem, set(), [], []), 60.0,
+                       stop) == []
+    assert client.headers == []
+
+
+def test_a_lane_that_warms_calls_its_later_workloads_before_its_first_timing(tmp_path, monkeypatch):
+    """On a GPU for a candidate that compiles per shape (here forced on the CPU): the lane's worker is loaded
+    and called on the second workload's inputs, a shared long request of its pid, before any timing window;
+    the first record accounts for the time (``warm_s``) and both records pass."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=0,
+                                  in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    lanes: list[str] = []
+    monkeypatch.setattr(runner, "_warms", lambda lane: lanes.append(lane.candidate.name) or True)
+    made: list[tuple[str, tuple[int, ...]]] = []
+    make = runner._make_inputs
+
+    def spy(problem, workload, axes, ledger):
+        inputs = make(problem, workload, axes, ledger)
+        made.append((workload.name, tuple(inputs["x"].shape)))
+        return inputs
+
+    monkeypatch.setattr(runner, "_make_inputs", spy)
+    problem = load_problem(TINY / "scaled_add")
+    records = runner.run([PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))])
+    assert lanes == ["honest"] and made == [("n32", (32, 64))]
+    assert [(r.workload, r.status) for r in records] == [("n4", "PASSED"), ("n32", "PASSED")]
+    first, second = (r.harness for r in records)
+    assert first["warm_s"] > 0 and "warm_s" not in second
+    assert phase_total(first) == pytest.approx(first["wall_s"], rel=0.05)
+    intervals = runner.gate.intervals
+    warm = [i for i in intervals if i.kind == "warm"]
+    windows = [i for i in intervals if i.exclusive]
+    assert len(warm) == 1 and warm[0].pid is not None and windows
+    assert warm[0].end <= min(w.start for w in windows)
+    assert runner.memory.held == 0  # every reservation given back
