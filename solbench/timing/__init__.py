@@ -52,7 +52,7 @@ from solbench.timing.clockprobe import (
 )
 from solbench.timing.config import TimingConfig, TimingError, TimingResult, clone_output, make_result, restate
 from solbench.timing.cpu import time_cpu
-from solbench.timing.cuda import prewarm, time_cuda
+from solbench.timing.cuda import prewarm, prime_trace, time_cuda
 from solbench.timing.cudart import libcudart
 from solbench.timing.cupti import DeviceTrace
 from solbench.timing.verify import Edit, Verify, bit_view
@@ -107,4 +107,4 @@ def time_calls(fn: Callable[[int], Any], n_sets: int, config: TimingConfig,
 
 __all__ = ["TimingConfig", "TimingResult", "TimingError", "time_calls", "timing_plan", "drive", "Verify", "Edit",
            "clone_output", "make_result", "restate", "cudabind", "bit_view", "DeviceTrace", "libcudart", "cooldown",
-           "clocks_event_reasons", "init_nvml", "nvml_handle", "nvml_max_sm_mhz", "nvml_state", "nvml_uuid", "prewarm"]
+           "clocks_event_reasons", "init_nvml", "nvml_handle", "nvml_max_sm_mhz", "nvml_state", "nvml_uuid", "prewarm", "prime_trace"]

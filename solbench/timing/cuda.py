@@ -140,6 +140,18 @@ def prewarm(device_index: int) -> None:
             continue
 
 
+def prime_trace(config: TimingConfig) -> None:
+    """Build now what the all-stream timer's first timing in a process builds once: CUPTI's start (a process's
+    first Kineto trace took ~0.14 s, its later ones 2-5 ms: H200, 2026-12-03, ``scripts/lock_probe.py``) and
+    the delimiter kernels' names (traces of their own, keyed by the flush size: ``config`` is the timing's).
+    Called before a worker's first timing window, outside it: each worker's first window took 0.33 s against
+    0.19 s for the later ones (median, H200 call 24). Not at load, as :func:`prewarm` is: a process CUPTI has
+    traced can no longer be locked by the driver, and the rounds before the first timing may compile."""
+    if config.device == "cpu" or not config.cupti or not torch.cuda.is_available():
+        return
+    _Setup(config).learn_delimiters()
+
+
 class _Setup:
     """What both loops share: the stream, flush buffer, spin calibration, L2 reset, clock probe."""
 

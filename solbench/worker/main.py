@@ -44,6 +44,9 @@ pickled). The worker sends data only; the parent decides every verdict. Requests
     per call], "findings": []}``.
 ``{"op": "burst_prepare", "calls": n, "expect": [...]}``
     Before a burst, untimed: room for its outputs, allocated and touched. -> ``{"ok": true}``.
+``{"op": "prime", "config": {TimingConfig fields}}``
+    Before the first ``time`` request, untimed: what the timer builds once per process (CUPTI's start,
+    its delimiter kernels; :func:`solbench.timing.prime_trace`). -> ``{"ok": true}``.
 ``{"op": "release"}``
     Between records: the device pool shared with the parent (:mod:`solbench.worker.devwire`), the
     burst's room and this process's cached device memory go back. -> ``{"ok": true}``.
@@ -412,11 +415,19 @@ class Worker:
         fresh = (refresh["set"], self._to_device(refresh["inputs"])) if refresh else None
         return self.timing.Verify(sets, edits, spec.get("keep", []), fresh, mirror=pristine)
 
+    def _config(self, msg: dict) -> Any:
+        known = {f.name for f in fields(self.timing.TimingConfig)}
+        return self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
+
+    def prime(self, msg: dict) -> dict:
+        """The timer's one-time costs (CUPTI's start, its delimiter kernels), before the first timing window."""
+        self.timing.prime_trace(self._config(msg))
+        return {"ok": True}
+
     def time(self, msg: dict) -> Any:
         """The plan of a ``time`` request: the timed calls, then the guards' probe (if any)."""
         t0 = _perf_counter()
-        known = {f.name for f in fields(self.timing.TimingConfig)}
-        config = self.timing.TimingConfig(**{k: v for k, v in msg["config"].items() if k in known})
+        config = self._config(msg)
         sets = [self._to_device(s) for s in msg["sets"]]
         shapes = [self._shapes(s) for s in sets]
         pristine = [self._pristine(s) for s in sets]
@@ -541,7 +552,7 @@ def serve(sock: socket.socket, worker: Worker, sandbox: dict[str, Any] | None = 
     pool = worker.pool = WorkerPool()
     send_message(sock, {"op": "hello", "pid": os.getpid(), "sandbox": sandbox or {}, "at": time.monotonic()})
     handlers = {"load": worker.load, "setup": worker.call_setup, "call": worker.handle, "time": worker.handle,
-                "profile": worker.handle, "burst": worker.handle, "burst_prepare": worker.burst_prepare,
+                "profile": worker.handle, "burst": worker.handle, "burst_prepare": worker.burst_prepare, "prime": worker.prime,
                 "release": worker.release, "ping": lambda msg: {"ok": True}}
     while True:
         pool.begin()

@@ -264,3 +264,36 @@ def test_prewarm_builds_a_first_timings_singletons_once_and_leaves_a_failure_for
     assert set(tcuda._CACHE) == {"probe3", "l2_reset"}  # the keys _Setup reads; max_mhz3 failed: not cached
     tcuda.prewarm(3)
     assert len(made) == 2  # cached: made once per process
+
+
+def test_prime_trace_learns_the_all_stream_timers_delimiters_on_a_gpu_only(monkeypatch):
+    """Before a worker's first timing window: the timer's setup for the timing's own config and its delimiter
+    kernels (CUPTI's first trace); nothing on the CPU or for an events-only timing."""
+    import solbench.timing.cuda as tcuda
+
+    built: list[tuple[str, bool]] = []
+
+    class Setup:
+        def __init__(self, config):
+            built.append((config.device, config.cupti))
+
+        def learn_delimiters(self):
+            built.append(("delimiters", True))
+
+    monkeypatch.setattr(tcuda, "_Setup", Setup)
+    monkeypatch.setattr(tcuda.torch.cuda, "is_available", lambda: True)
+    tcuda.prime_trace(TimingConfig(device="cpu"))
+    tcuda.prime_trace(TimingConfig(device="cuda", cupti=False))
+    assert built == []
+    tcuda.prime_trace(TimingConfig(device="cuda"))
+    assert built == [("cuda", True), ("delimiters", True)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_prime_trace_caches_the_delimiters_a_timing_reads():
+    import solbench.timing.cuda as tcuda
+
+    config = TimingConfig(device="cuda")
+    tcuda.prime_trace(config)
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert f"delimiters{device.index}:{tcuda.flush_bytes_for(config, device)}" in tcuda._CACHE

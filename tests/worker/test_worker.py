@@ -200,6 +200,8 @@ def test_worker_session_load_call_errors_and_close():
         reply = client.request({"op": "call", "inputs": [x, y], "expect": [{"shape": [4, 3], "dtype": "float32"}]},
                                60, 1 << 20)
         assert "data" not in reply["outputs"][0] and reply["outputs"][0]["shape"] == [3, 4]
+        # The timer's one-time costs before a first window: nothing to build on the CPU
+        assert client.request({"op": "prime", "config": {"device": "cpu"}}, 60, 0) == {"ok": True}
         reply = client.request({"op": "frobnicate"}, 60, 0)
         assert reply == {"ok": False, "kind": "protocol", "message": "unknown op 'frobnicate'"}
         # An exception inside run() is a reply, and the worker lives on.
@@ -306,7 +308,7 @@ def test_the_worker_gives_back_its_cached_device_memory_after_a_burst(monkeypatc
             dropped.append(list(handled))
             self.reply_arena = None
 
-        load = call_setup = burst_prepare = release = handle
+        load = call_setup = burst_prepare = release = prime = handle
 
     send = devwire.WorkerPool.send
 
