@@ -22,6 +22,7 @@ from typing import Any
 
 from solbench.data import Problem, Workload
 from solbench.engine.burst import room_bytes
+from solbench.engine.cases import timing_set_count
 from solbench.engine.cudalock import process_locker
 from solbench.engine.gate import DeviceGate
 from solbench.engine.ledger import Ledger
@@ -91,7 +92,19 @@ def default_hosts(in_flight: int, cores: int, device: str = "cpu") -> int:
     return max(1, min(in_flight // 2, cores // share))
 
 
-def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda") -> int:
+def set_count(problem: Problem, axes: dict[str, int], device_type: str, l2_bytes: int | None) -> int:
+    """The timing sets a record's cases hold at most: as many as a flushed timing makes (enough inputs to exceed
+    2x L2, 2 to ``MAX_FLUSHED_TIMING_SETS``: :func:`solbench.engine.cases.timing_set_count`); the most where L2 is
+    unknown. H200 call 25 (2026-12-03): counted at 4 for every workload, a record of GiBs of inputs (2 sets)
+    reserved ~40% more than it holds, and the lanes waited 1,612 s for memory (a third of their time)."""
+    if not l2_bytes:
+        return MAX_FLUSHED_TIMING_SETS
+    o = problem.declared_bytes(problem.outputs, axes)
+    return timing_set_count(max(problem.auto_bytes(axes) - o, 1), device_type, l2_bytes, 1 << 62, flushed=True)
+
+
+def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda",
+                 l2_bytes: int | None = None) -> int:
     """A bound on the device memory one record in flight holds, counted where it lives (the inputs ``i`` and
     outputs ``o`` of one call, ``s`` timing sets, ``k`` outputs a timing reply carries):
 
@@ -107,21 +120,25 @@ def record_bytes(problem: Problem, workload: Workload, rounds: int, device_type:
 
     H200, 2026-12-03: the former count, ``(rounds + 7)(i + o)`` and the burst's room, was about half of this;
     records it let in found the device full (the parent held 45-86 GiB of 140), ran out of memory in their
-    references and ran again, some alone, while every other lane waited."""
+    references and ran again, some alone, while every other lane waited. ``s``: :func:`set_count` (``l2_bytes``,
+    the device's L2)."""
     axes = problem.resolve_axes(workload)
     o = problem.declared_bytes(problem.outputs, axes)
     i = max(problem.auto_bytes(axes) - o, 0)
-    s, k = MAX_FLUSHED_TIMING_SETS, MAX_FLUSHED_TIMING_SETS + REPLY_EXTRA_OUTPUTS
+    s = set_count(problem, axes, device_type, l2_bytes)
+    k = s + REPLY_EXTRA_OUTPUTS
     room = room_bytes(o, device_type)
     timing_request = s * i + k * o
     return ((rounds + s) * (i + o) + max(timing_request, room) + timing_request + s * i + (s + 1) * o + (i + o)
             + room + RECORD_FIXED_BYTES)
 
 
-def cases_bytes(problem: Problem, workload: Workload, rounds: int) -> int:
+def cases_bytes(problem: Problem, workload: Workload, rounds: int, device_type: str = "cuda",
+                l2_bytes: int | None = None) -> int:
     """The part of :func:`record_bytes` that is the parent's cases (the rounds' and timing sets' inputs and
     reference outputs): in use already when another lane made them."""
-    return (rounds + MAX_FLUSHED_TIMING_SETS) * problem.auto_bytes(problem.resolve_axes(workload))
+    axes = problem.resolve_axes(workload)
+    return (rounds + set_count(problem, axes, device_type, l2_bytes)) * problem.auto_bytes(axes)
 
 
 class LaneSlots:

@@ -563,7 +563,7 @@ class ProfilingRunner(Runner):
         if nxt is None or (nxt[0].name, nxt[1].name) in self._cases_ahead or self.cases.holds(*nxt):
             return
         problem, workload = nxt
-        held = self.memory.try_acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device))
+        held = self.memory.try_acquire(record_bytes(problem, workload, self.options.rounds, self.timing.device, self.spec.l2_bytes))
         if held is None:  # no room beside this record: made in its turn
             return
         self._ahead_held += held

@@ -404,8 +404,9 @@ class Runner:
         """The record, or None when it ran out of device memory beside other records (its reason added
         to ``reasons``: the caller retries)."""
         slot.ledger = ledger
-        need = record_bytes(problem, workload, self.options.rounds, self.timing.device) * scale
-        made = cases_bytes(problem, workload, self.options.rounds) if self.cases.holds(problem, workload) else 0
+        l2, rounds, device_type = self.spec.l2_bytes, self.options.rounds, self.timing.device
+        need = record_bytes(problem, workload, rounds, device_type, l2) * scale
+        made = cases_bytes(problem, workload, rounds, device_type, l2) if self.cases.holds(problem, workload) else 0
         held = self.memory.acquire(need, ledger, alone=alone, free_need=max(need - made, 0))
         if alone:
             began = ledger.clock()  # less the gate waits inside, which the gate charges itself

@@ -910,3 +910,25 @@ def test_lanes_hand_the_interpreter_over_quickly_while_they_run_and_restore_it_a
     run_lanes([1, 2, 3], lambda lane: seen.append(sys.getswitchinterval()), 2, threading.Event())
     assert seen == [LANE_SWITCH_INTERVAL_S] * 3
     assert sys.getswitchinterval() == before
+
+
+def test_a_record_reserves_the_timing_sets_its_cases_hold_not_the_most_there_can_be():
+    """Sets are counted as a flushed timing makes them: inputs past 2x L2 need 2 (H200 call 25: counted at 4, a
+    record of GiBs reserved ~40% more than it held); the most (4) where L2 is unknown. On the CPU the count is
+    the one prepare_cases makes there."""
+    from solbench.engine.cases import prepare_cases
+    from solbench.engine.pipeline import cases_bytes, record_bytes, set_count
+    from solbench.engine.problem_code import load_reference
+
+    problem = load_problem(TINY / "scaled_add")
+    small, big = problem.workload("n4"), problem.workload("n131072")  # inputs of 2 KiB and 64 MiB
+    l2 = 60 << 20  # an H200's
+    assert set_count(problem, problem.resolve_axes(small), "cuda", l2) == 4
+    assert set_count(problem, problem.resolve_axes(big), "cuda", l2) == 2
+    assert set_count(problem, problem.resolve_axes(big), "cuda", None) == 4
+    assert record_bytes(problem, big, 3, "cuda", l2) < record_bytes(problem, big, 3, "cuda")
+    assert record_bytes(problem, small, 3, "cuda", l2) == record_bytes(problem, small, 3, "cuda")
+    assert cases_bytes(problem, big, 3, "cuda", l2) == 5 * problem.auto_bytes(problem.resolve_axes(big))
+    made = prepare_cases(problem, big, base_seed=1, device="cpu", rounds=3, ref_fn=load_reference(problem),
+                         gen_fn=None, l2_bytes=l2, flushed=True)
+    assert len(made.sets) == set_count(problem, made.axes, "cpu", l2)
