@@ -102,6 +102,10 @@ CALL_C="env locktest adversarial_gpu throughput"  # ADV_TIMEOUT=200 LIB_TIMEOUT=
 # lockable and lanes lending their slots while they wait for memory (LIB_TIMEOUT=520 THROUGHPUT_ARGS='--time-box
 # 440'; add '--gate-batch 1 --gate-fair --gate-slice 0.03' for the unbatched gate).
 PACE="env locktest throughput"
+# The ninth session's last call (~7 min): the exploit corpus on the GPU with the warm-up of later shapes and the
+# `prime` request (ADV_TIMEOUT=190), then the library's pace with the sharper memory reservations
+# (LIB_TIMEOUT=220 THROUGHPUT_ARGS='--time-box 170').
+CORPUS_PACE="env adversarial_gpu throughput"
 STEPS=()
 for s in "$@"; do
   case $s in
@@ -116,6 +120,7 @@ for s in "$@"; do
     call_a) STEPS+=($CALL_A) ;;
     call_c) STEPS+=($CALL_C) ;;
     pace) STEPS+=($PACE) ;;
+    corpus_pace) STEPS+=($CORPUS_PACE) ;;
     *) STEPS+=("$s") ;;
   esac
 done
