@@ -6,8 +6,9 @@ Why: the timer's CUPTI trace (:mod:`solbench.timing.cupti`) leaves a worker the 
 per shape (``torch.compile`` with static shapes, a Triton kernel specialised per size) compiled each new
 workload's shape in that workload's first round, after its worker's first timing: a request no timing window
 could lock, so every window of the run waited for the compile to end, and every other lane waited behind the
-window (H200 call 24: 108 of the 116 s between windows). Called on every later workload's inputs while the
-worker has not been timed yet, it compiles them while another lane's window can still lock it.
+window (H200 call 24: during 50 of the 70 s a timing waited with no window held). Called on every later
+workload's inputs while the worker has not been timed yet, it compiles them while another lane's window can
+still lock it (call 25: a timing waited 0.28 s for its window at the median, 0.99 s before).
 
 Best effort, and nothing is judged from it: the outputs are not checked (the records' rounds do that, on
 their own inputs), a workload whose inputs do not fit beside the records in flight now is left to its first
