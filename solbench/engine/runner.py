@@ -352,15 +352,9 @@ class Runner:
 
     def _make_inputs(self, problem: Problem, workload: Workload, axes: dict[str, int], ledger: Ledger) -> dict[str, Any]:
         """A seeded input set of the workload (not one a record uses), made by a problem host on the run's device."""
-        with self._lock:
-            folders = set(self._folders)
-        with self.hosts.lend(folders) as host:
-            host.start(problem)
-            _, gen_fn = host.functions(problem)
-            with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
-                return make_inputs(problem, axes, derive_seed(self.base_seed, problem.name, workload.name, "warm", 0),
-                                   device=self.options.device, generator_fn=gen_fn,
-                                   scalars=problem.scalars_for(workload))
+        with self._hosted(problem, workload, ledger) as (_, _, gen_fn):
+            return make_inputs(problem, axes, derive_seed(self.base_seed, problem.name, workload.name, "warm", 0),
+                               device=self.options.device, generator_fn=gen_fn, scalars=problem.scalars_for(workload))
 
     def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload,
                       ledger: Ledger | None = None) -> None:
@@ -458,6 +452,17 @@ class Runner:
         work of the inputs timed, the sets); made on the device by this lane's problem host, holding the
         gate shared."""
         opts = self.options
+        with self._hosted(problem, workload, ledger) as (host, ref_fn, gen_fn):
+            cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
+                                  rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
+                                  edge=opts.edge_rounds, flushed=self.timing.cold_by_flush)
+            roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
+        return cases, roof
+
+    @contextmanager
+    def _hosted(self, problem: Problem, workload: Workload, ledger: Ledger) -> Iterator[tuple[ProblemHost, Any, Any]]:
+        """A problem host lent and started for ``problem``, its reference and generator, with the gate held shared
+        for the workload's inputs (device work)."""
         with self._lock:
             folders = set(self._folders)
         # Lent before the gate is held: a lane waiting for a host holds no timing window back.
@@ -465,11 +470,7 @@ class Runner:
             host.start(problem)  # its imports are no device work: before the gate is held
             ref_fn, gen_fn = host.functions(problem)
             with self.gate.shared(f"{problem.name}/{workload.name}", "cases", long=True, sink=ledger):
-                cases = prepare_cases(problem, workload, base_seed=self.base_seed, device=opts.device,
-                                      rounds=opts.rounds, ref_fn=ref_fn, gen_fn=gen_fn, l2_bytes=self.spec.l2_bytes,
-                                      edge=opts.edge_rounds, flushed=self.timing.cold_by_flush)
-                roof = timed_point(problem, workload, self.spec, cases.axes, [c.inputs for c in cases.sets], host)
-        return cases, roof
+                yield host, ref_fn, gen_fn
 
     def _new_host(self) -> ProblemHost:
         """A host of the pool; a lane waiting for it steps out of the run's gate (looked up then: a

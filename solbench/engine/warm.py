@@ -81,12 +81,12 @@ def warm_shapes(slot: Any, problem: Problem, workloads: list[Workload], inputs_f
 
 def _call(slot: Any, problem: Problem, workload: Workload, inputs: dict[str, Any], timeout_s: float) -> bool:
     """The call (its reply's outputs ignored); False, the worker retired, when it failed."""
+    if slot.client is None:  # stopped meanwhile (the run's end)
+        return False
     axes = problem.resolve_axes(workload)
     header = {"op": "call", "inputs": list(inputs.values()), "expect": expected_outputs(problem, axes)}
     reply_bytes = 2 * problem.auto_bytes(axes) + REPLY_SLACK_BYTES  # the outputs, and the inputs as left
     awaiting = slot.gate.awaiting_worker if slot.gate is not None else None
-    if slot.client is None:  # stopped meanwhile (the run's end)
-        return False
     try:
         with slot.access("warm", long=True):  # it may compile: long, and lockable (not timed yet)
             reply = slot.client.request(header, timeout_s, reply_bytes, awaiting)
