@@ -43,6 +43,7 @@ from solbench.data.record import ResultRecord
 from solbench.engine.gate import DeviceGate, overlaps
 from solbench.engine.ledger import PHASES
 from solbench.engine.options import dispatched
+from solbench.engine.pipeline import MemoryGate
 from solbench.engine.runner import PlanItem, Runner
 
 MIB = 1 << 20
@@ -140,17 +141,29 @@ def edge_share(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "p90_share": round(percentile(shares, 0.9), 4) if shares else None, "goal_share_max": 0.10}
 
 
-def device_memory(device: str | None) -> dict[str, float] | None:
-    """GiB as a record ends: the device's free memory, and the parent's tensors and caching allocator (its
-    device pools and context are the rest of its use, which NVML counts)."""
+def device_memory(device: str | None, gate: MemoryGate | None = None) -> dict[str, float] | None:
+    """GiB as a record ends: the device's free memory, the parent's tensors and caching allocator (its
+    device pools and context are the rest of its use, which NVML counts), and what the records in flight
+    had reserved (``gate``'s estimate: set beside what the device really has in use)."""
     if not (device or "").startswith("cuda"):
         return None
     import torch
 
     gib = 1 << 30
-    return {"device_free": round(torch.cuda.mem_get_info()[0] / gib, 2),
+    free, total = torch.cuda.mem_get_info()
+    return {"device_free": round(free / gib, 2), "device_used": round((total - free) / gib, 2),
             "parent_allocated": round(torch.cuda.memory_allocated() / gib, 2),
-            "parent_reserved": round(torch.cuda.memory_reserved() / gib, 2)}
+            "parent_reserved": round(torch.cuda.memory_reserved() / gib, 2)} | (
+        {"records_reserved": round(gate.held / gib, 2)} if gate is not None else {})
+
+
+def memory_summary(gate: MemoryGate | None) -> dict[str, Any] | None:
+    """The memory gate's budget and the lane-seconds records waited at it, by cause
+    (:attr:`solbench.engine.pipeline.MemoryGate.waits_s`)."""
+    if gate is None:
+        return None
+    return {"budget_gib": round(gate.budget / (1 << 30), 2),
+            "waits_s": {cause: round(s, 2) for cause, s in gate.waits_s.items()}}
 
 
 def window_parts(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -196,7 +209,7 @@ class Tally:
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
-                          "window": harness.get("window"), "memory": device_memory(self.meta.get("device")),
+                          "window": harness.get("window"), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
@@ -206,6 +219,9 @@ class Tally:
         if self.time_box is not None and self.stamps[-1] > self.time_box and self.runner is not None:
             self.runner.stop()  # the records in flight finish; no new one starts
 
+    def _memory_gate(self) -> MemoryGate | None:
+        return self.runner.memory if self.runner is not None else None
+
     def write(self, complete: bool) -> dict[str, Any]:
         wall = time.perf_counter() - self.t0
         problems = len({r["problem"] for r in self.rows})
@@ -214,6 +230,7 @@ class Tally:
             "complete": complete, "problems": problems, "records": len(self.rows), "wall_s": round(wall, 2),
             "steady_median_record_s": steady, "phases_s": phase_totals(self.rows),
             "gate": gate_summary(self.runner.gate if self.runner is not None else None, wall),
+            "memory_gate": memory_summary(self._memory_gate()),
             "records_per_min": round(len(self.rows) / wall * 60, 2) if wall else None,
             # Past the fixed start (imports, the first workers): what a comparison of two placements needs.
             "setup_s": round(self.stamps[0], 2) if self.stamps else None,

@@ -5,7 +5,7 @@ the physics floor (a forged reply, edited samples). After the timing, the parent
 worker for a burst of ``n`` calls back to back on the timed sets (:mod:`solbench.worker.burst`) and
 times the request with its own clock:
 
-* ``n`` is chosen from the claimed time so the burst lasts ``TARGET_S`` (capped: ``MAX_CALLS``, and
+* ``n`` is chosen from the claimed time so the burst lasts ``TARGET_S`` of the device (capped: ``MAX_CALLS``, and
   the outputs it keeps within ``OUTPUT_BUDGET_BYTES``);
 * before each call the parent's edit overwrites a few elements of one input of the set it runs with
   values from a case drawn for this burst (the candidate has seen none of them), so every call's
@@ -50,7 +50,11 @@ from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
 from solbench.timing import bit_view
 
-TARGET_S = 0.05  # how long a burst lasts at the claimed time
+# How long a burst lasts at the claimed time. On a GPU a call concludes only from GPU_MIN_CALL_S up, where
+# 10 calls last at least twice MIN_WINDOW_S: a forger whose calls take that long is concluded on as before,
+# and a sub-millisecond claim is not run 50 times for nothing (H200 call 25, 2026-12-03: 50 host-bound calls
+# took 37 ms of each timing window at the median, and concluded nothing).
+TARGET_S = {"cpu": 0.05, "cuda": 0.01}
 MIN_CALLS, MAX_CALLS = 4, 20_000
 CHECKED_CALLS = 4
 PINGS = 5
@@ -119,7 +123,7 @@ def call_count(claimed_s: float, out_bytes: int, device_type: str) -> int:
     calls for a shorter claim would lengthen an honest host-bound burst (the device's exclusive window)
     and show nothing more."""
     floor = GPU_MIN_CALL_S if device_type == "cuda" else 1e-9
-    want = math.ceil(TARGET_S / max(claimed_s, floor))
+    want = math.ceil(TARGET_S[device_type] / max(claimed_s, floor))
     room = OUTPUT_BUDGET_BYTES[device_type] // max(out_bytes, 1)
     return max(1, min(max(MIN_CALLS, want), MAX_CALLS, room))
 

@@ -201,13 +201,24 @@ class MemoryGate:
         self.stop: threading.Event | None = None  # set: a record still waiting gives up (MemoryWaitStopped)
         self._alone_waiting = 0
         self._cond = threading.Condition()
+        # Lane-seconds waited, by cause: the reservations past the budget, a record waiting to run alone
+        # (and those behind it), the device's free memory short of the estimate (what the reservations miss).
+        self.waits_s = {"budget": 0.0, "alone": 0.0, "behind_alone": 0.0, "device_free": 0.0}
 
     def _must_wait(self, nbytes: int, alone: bool, free_need: int) -> bool:
+        return self._cause(nbytes, alone, free_need) is not None
+
+    def _cause(self, nbytes: int, alone: bool, free_need: int) -> str | None:
+        """Why a record must wait now (a key of :attr:`waits_s`), or None."""
         if not self.held:
-            return False
-        if self.held + nbytes > self.budget or (self._alone_waiting and not alone):
-            return True
-        return self.free_bytes is not None and self.free_bytes() < free_need
+            return None
+        if self._alone_waiting and not alone:
+            return "behind_alone"
+        if self.held + nbytes > self.budget:
+            return "alone" if alone else "budget"
+        if self.free_bytes is not None and self.free_bytes() < free_need:
+            return "device_free"
+        return None
 
     def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False,
                 free_need: int | None = None) -> int:
@@ -232,11 +243,13 @@ class MemoryGate:
         with self._cond:
             self._alone_waiting += alone
             try:
-                while self._must_wait(nbytes, alone, free_need):
+                while cause := self._cause(nbytes, alone, free_need):
                     if self.stop is not None and self.stop.is_set():
                         raise MemoryWaitStopped()
+                    began = time.monotonic()
                     # Memory freed by another process notifies nobody (nor does a stop): read again.
                     self._cond.wait(FREE_POLL_S)
+                    self.waits_s[cause] += time.monotonic() - began
             finally:
                 self._alone_waiting -= alone
             self.held += nbytes

@@ -25,6 +25,7 @@ data follows the last sample (solbench.timing.verify, docs/security.md).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -40,6 +41,10 @@ _Event, _record, _elapsed_ms = cudabind.Event, cudabind.record, cudabind.elapsed
 _synchronize, _sleep = cudabind.synchronize, cudabind.sleep
 
 PROBES = 5
+# A round's probes last about this long at the timed median (at least one): a memoizer is lopsided in every
+# call, so one pair shows it as well as five where a call takes tens of ms (H200 call 25, 2026-12-03: five
+# pairs of a 150 ms kernel held the device alone for 1.5 s).
+PROBE_ROUND_S = 0.05
 ROUNDS = 3
 MAX_COPY_BYTES = 4 << 30  # all fresh copies together
 RATIO = 3.0
@@ -146,6 +151,7 @@ def memoization_plan(inputs: Sequence[Any], timed_median_s: float, probes: int =
     dev = "cuda" if any(type(v) is torch.Tensor and v.is_cuda for v in inputs) else "cpu"
     if dev == "cuda":
         max_bytes = min(max_bytes, torch.cuda.mem_get_info()[0] // 4)
+    probes = min(probes, max(1, math.ceil(PROBE_ROUND_S / (2 * timed_median_s))))
     per_round = min(probes, max_bytes // max(1, rounds * _set_bytes(inputs)))
     if per_round < 1:
         return None

@@ -210,13 +210,24 @@ def test_the_reply_file_is_faulted_in_before_the_burst_and_carries_the_rows():
 
 
 def test_the_call_count_follows_the_claim_within_its_caps():
-    assert burst.call_count(1e-3, 1024, "cpu") == round(burst.TARGET_S / 1e-3)
+    assert burst.call_count(1e-3, 1024, "cpu") == round(burst.TARGET_S["cpu"] / 1e-3)
     assert burst.call_count(1e-9, 1024, "cpu") == burst.MAX_CALLS  # a forged tiny claim: capped
     assert burst.call_count(1.0, 1024, "cpu") == burst.MIN_CALLS
     assert burst.call_count(1e-6, burst.OUTPUT_BUDGET_BYTES["cpu"] // 10, "cpu") == 10  # the outputs kept must fit
     # a GPU burst concludes only from GPU_MIN_CALL_S a call: a shorter claim gets no more calls than that
-    assert burst.call_count(1e-6, 1024, "cuda") == math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
-    assert burst.call_count(5e-3, 1024, "cuda") == round(burst.TARGET_S / 5e-3)
+    assert burst.call_count(1e-6, 1024, "cuda") == math.ceil(burst.TARGET_S["cuda"] / burst.GPU_MIN_CALL_S)
+    assert burst.call_count(5e-3, 1024, "cuda") == max(burst.MIN_CALLS, round(burst.TARGET_S["cuda"] / 5e-3))
+
+
+def test_a_gpu_burst_of_a_sub_millisecond_claim_concludes_where_a_call_really_takes_a_millisecond():
+    """The fewest calls a GPU burst makes still last twice the least window that concludes where each call
+    takes GPU_MIN_CALL_S: a forger claiming microseconds for calls that take longer is rejected."""
+    calls = burst.call_count(1e-5, 1024, "cuda")
+    assert calls * burst.GPU_MIN_CALL_S >= 2 * burst.MIN_WINDOW_S
+    forged = burst.judge(1e-5, calls * 1.5 * burst.GPU_MIN_CALL_S, 1e-4, calls, "cuda")
+    assert forged["conclusive"] and not forged["ok"]
+    honest = burst.judge(2e-4, calls * 2.5e-4, 1e-4, calls, "cuda")  # host-bound calls: nothing concluded
+    assert not honest["conclusive"] and honest["ok"]
 
 
 def test_staging_refuses_edits_the_sets_cannot_take():

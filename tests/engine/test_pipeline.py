@@ -814,7 +814,7 @@ def test_a_record_reserves_room_for_its_bursts_outputs():
     timing = sets * i + reply * o  # a timing request in the pool, and the parent's copies of its reply
     base = (3 + sets) * (i + o) + timing + sets * i + (sets + 1) * o + (i + o) + RECORD_FIXED_BYTES
     calls = burst.call_count(1e-9, o, "cuda")
-    assert calls <= math.ceil(burst.TARGET_S / burst.GPU_MIN_CALL_S)
+    assert calls <= math.ceil(burst.TARGET_S["cuda"] / burst.GPU_MIN_CALL_S)
     room = calls * o
     assert record_bytes(problem, workload, 3, "cuda") == base + max(timing, room) + room
     cpu_room = min(burst.OUTPUT_BUDGET_BYTES["cpu"], burst.MAX_CALLS * o)
@@ -932,3 +932,41 @@ def test_a_record_reserves_the_timing_sets_its_cases_hold_not_the_most_there_can
     made = prepare_cases(problem, big, base_seed=1, device="cpu", rounds=3, ref_fn=load_reference(problem),
                          gen_fn=None, l2_bytes=l2, flushed=True)
     assert len(made.sets) == set_count(problem, made.axes, "cpu", l2)
+
+
+def test_the_memory_gate_charges_each_wait_to_its_cause():
+    """A wait past the budget, one for the device's free memory, and one behind a record waiting to run alone
+    are each charged to their own cause, about as long as they lasted."""
+    from solbench.engine.pipeline import MemoryGate
+
+    free = {"bytes": 1000}
+    memory = MemoryGate(100, free_bytes=lambda: free["bytes"])
+    held = memory.acquire(80)
+
+    def wait_then_release(nbytes: int, **kw: object) -> threading.Thread:
+        t = threading.Thread(target=lambda: memory.release(memory.acquire(nbytes, **kw)))
+        t.start()
+        return t
+
+    waiter = wait_then_release(30)  # 110 > 100: the budget
+    time.sleep(0.5)
+    memory.release(held)
+    waiter.join(5)
+    held = memory.acquire(50)
+    free["bytes"] = 10  # within the budget, but the device has too little free
+    waiter = wait_then_release(20)
+    time.sleep(0.5)
+    free["bytes"] = 1000
+    waiter.join(5)
+    alone = wait_then_release(10, alone=True)
+    while not memory._alone_waiting:
+        time.sleep(0.01)
+    behind = wait_then_release(1)
+    time.sleep(0.5)
+    memory.release(held)
+    alone.join(5)
+    behind.join(5)
+    waits = memory.waits_s
+    assert 0.4 <= waits["budget"] < 2 and 0.4 <= waits["device_free"] < 2
+    assert 0.4 <= waits["alone"] < 2 and 0.4 <= waits["behind_alone"] < 2
+    assert memory.held == 0

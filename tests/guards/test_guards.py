@@ -244,6 +244,36 @@ def test_memoization_probe_passes_honest_code_and_flags_a_cache() -> None:
     assert found is not None and found.kind == "memoization" and found.status == REWARD_HACK
 
 
+def test_memoization_probe_of_a_long_call_makes_one_pair_a_round_and_still_flags_a_cache() -> None:
+    """Where a call takes longer than a round's time, a round is one repeat call and one fresh call: an honest
+    candidate is called twice, a cache is still lopsided in every round (and called twice per round)."""
+    from solbench.guards.memo import PROBE_ROUND_S, ROUNDS
+
+    args = _matmul_inputs()
+    calls = {"n": 0}
+    cache: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def counted(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        return _honest(a, b)
+
+    def memoized(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        key = (a.data_ptr(), b.data_ptr())
+        if key not in cache:
+            cache[key] = counted(a, b)
+        calls["n"] += 1
+        return cache[key]
+
+    long_median = 2 * PROBE_ROUND_S
+    assert memoization_probe(counted, args, long_median) is None and calls["n"] == 2
+    calls["n"] = 0
+    memoized(*args)  # the timed set, seen before the probe
+    calls["n"] = 0
+    found = memoization_probe(memoized, args, long_median)
+    assert found is not None and found.status == REWARD_HACK
+    assert calls["n"] == 2 * 2 * ROUNDS - ROUNDS  # per round: the repeat (a hit) and the fresh call (a miss, counted twice)
+
+
 def test_memoization_probe_passes_a_tiny_honest_lookup_into_a_big_table() -> None:
     """A 1-row gather from an 8 MB table: microseconds back to back, about 0.1 ms right after
     milliseconds of copying on a CPU. The fresh calls follow their copies; the repeat calls must
