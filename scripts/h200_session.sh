@@ -30,6 +30,7 @@ step() {
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
   # packed after every step: a call cut off by its limit still brings back what finished
   tar czf "$OUT/results.tgz" $RES 2>/dev/null
+  return $rc
 }
 
 # While a long step runs: where its records file stops growing for STALL_S seconds (STALL_FIRST_S
@@ -345,8 +346,9 @@ for s in "${STEPS[@]}"; do
       step throughput timeout ${LIB_TIMEOUT:-540} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
         -o $RES/library_throughput.json --records "$RES/library_throughput_$STAMP.jsonl" \
         --intervals "$RES/diag_$STAMP/gate_intervals.json" ${THROUGHPUT_ARGS:---time-box 420}
+      rc=$?  # a run that failed to start leaves an earlier summary: not copied under today's name (124: cut off, kept)
       kill $WATCH $LOADW 2>/dev/null; pkill -f "nvidia-smi dmon" 2>/dev/null; pkill -x top 2>/dev/null
-      cp $RES/library_throughput.json "$RES/library_throughput_$STAMP.json" ;;
+      { [ $rc -eq 0 ] || [ $rc -eq 124 ]; } && cp $RES/library_throughput.json "$RES/library_throughput_$STAMP.json" ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
       # through a local Ray instance (carried wheel: .whl/ray-*.whl, slimmed), for the "within 5%" check (~2.5 min)

@@ -39,6 +39,10 @@ OUTPUT_SETTLE_S = 0.002  # how long a candidate's outputs must stay unchanged af
 
 # --- processes: workers, executors, tools -----------------------------------------------------------
 WORKER_START_TIMEOUT_S = 300.0  # a worker's start-up (imports torch): the harness's cost, not the candidate's
+# A worker started ahead and waited for later than WORKER_START_TIMEOUT_S after its start still gets this long
+# to be read: it has long been up (H200 call 27, 2026-12-03: a lane that waited minutes for memory found its
+# deadline passed on arrival, and the run stopped on a healthy worker it killed).
+WORKER_READY_GRACE_S = 30.0
 RELEASE_TIMEOUT_S = 30.0  # a worker giving its device pool and cached memory back between records
 BYTECODE_TIMEOUT_S = 600.0  # the parent writing the bytecode caches its workers cannot (engine.bytecode), once
 WORKER_EXIT_GRACE_S = 2.0  # how long a worker that closed its channel gets to exit on its own

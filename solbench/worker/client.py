@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import DeviceMemoryShort, SolbenchError, says_out_of_memory
-from solbench.settings import WORKER_ACCEPT_POLL_S, WORKER_EXIT_GRACE_S
+from solbench.settings import WORKER_ACCEPT_POLL_S, WORKER_EXIT_GRACE_S, WORKER_READY_GRACE_S
 from solbench.worker import jitcache
 from solbench.worker.cleanup import (
     PREFIX,
@@ -270,14 +270,16 @@ class WorkerClient:
             return str(self.account[0])
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Wait for the worker's hello, at most ``timeout_s`` after it was spawned."""
+        """Wait for the worker's hello, at most ``timeout_s`` after it was spawned, or ``WORKER_READY_GRACE_S``
+        from now where that is later (a worker started ahead, waited for long after)."""
         assert self.sock is not None
         if self.ready:
             return
+        deadline = max(self.spawned_at + timeout_s, time.monotonic() + WORKER_READY_GRACE_S)
         try:
             if self.sock is self.listener:
-                self.sock = self._accept(self.spawned_at + timeout_s)
-            hello = recv_message(self.sock, self.spawned_at + timeout_s, max_tensor_bytes=0)
+                self.sock = self._accept(deadline)
+            hello = recv_message(self.sock, deadline, max_tensor_bytes=0)
         except WireError as err:
             code = self._stop()
             raise WorkerStartError(f"the worker process did not start ({err}; it {describe_exit(code)}): "

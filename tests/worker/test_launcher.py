@@ -32,3 +32,17 @@ def test_a_worker_under_a_launcher_profiles_one_call_and_exits():
         assert client.finish(30) == 0  # the launcher ended by itself once the worker exited
     finally:
         client.discard()
+
+
+def test_a_worker_waited_for_long_after_its_start_timeout_is_read_not_killed():
+    """A worker started ahead whose lane came for it later than the start timeout (the lane waited for
+    memory) still gets its hello read: the deadline is the start timeout or a grace from now, whichever is later."""
+    client = WorkerClient("cpu", reads=(str(CANDIDATES),))
+    client.spawn()
+    try:
+        client.spawned_at -= 1000.0  # started 1000 s ago, as far as the deadline knows
+        client.wait_ready(300)
+        assert client.ready and client.proc.poll() is None
+        assert client.request({"op": "load", "path": str(CANDIDATES / "honest.py"), "device": "cpu"}, 300, 0)["ok"]
+    finally:
+        client.discard()
