@@ -358,8 +358,8 @@ class Runner:
 
     def _run_workload(self, slot: CandidateSlot, problem: Problem, workload: Workload,
                       ledger: Ledger | None = None) -> None:
-        """One record. One that ran out of device memory beside others runs again with twice its
-        reservation, then alone (the memory held by the records in flight is an estimate; running out
+        """One record. One that ran out of device memory beside others runs again with twice, then four
+        times its reservation, then alone (the memory held by the records in flight is an estimate; running out
         is not the candidate's doing). Alone drains the pipeline: it comes last (H200, 2026-12-02:
         alone retries first held every lane back 20-150 s)."""
         slot.owner = f"{problem.name}/{workload.name}/{slot.candidate.name}"
@@ -399,7 +399,10 @@ class Runner:
         to ``reasons``: the caller retries)."""
         slot.ledger = ledger
         l2, rounds, device_type = self.spec.l2_bytes, self.options.rounds, self.timing.device
-        need = record_bytes(problem, workload, rounds, device_type, l2) * scale
+        need = record_bytes(problem, workload, rounds, device_type, l2)
+        # A retry's multiple stays within half the budget: past it the reservation waits for an empty device, as
+        # alone does, but without holding the others back, and could wait for as long as records flow.
+        need = max(need, min(need * scale, self.memory.budget // 2))
         made = cases_bytes(problem, workload, rounds, device_type, l2) if self.cases.holds(problem, workload) else 0
         held = self.memory.acquire(need, ledger, alone=alone, free_need=max(need - made, 0))
         if alone:
@@ -643,7 +646,10 @@ class Runner:
 
 
 # A record's attempts: (its reservation's multiple, alone); the last one alone never runs out beside others.
-RETRIES = ((1, False), (2, False), (1, True))
+# Alone comes after four times the reservation beside others: while one record waits to run alone every
+# other waits behind it, and the device drains (H200 call 27, 2026-12-03: one record alone, 3,467 lane-seconds
+# behind it, half the run's memory waits; 11 of its 12 retries had passed at twice their reservation).
+RETRIES = ((1, False), (2, False), (4, False), (1, True))
 
 
 def lanes_of(plan: list[PlanItem]) -> list[Lane]:

@@ -674,10 +674,10 @@ def test_run_item_is_public_and_hooks_see_every_record_before_it_is_written(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("failures", [1, 2])
+@pytest.mark.parametrize("failures", [1, 2, 3])
 def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alone(tmp_path, failures):
-    """Out of memory beside others: the record runs again holding twice its reservation (the pipeline
-    keeps flowing), and only after a second time alone, holding the whole budget."""
+    """Out of memory beside others: the record runs again holding twice, then four times its reservation (the
+    pipeline keeps flowing), and only after a third time alone, holding the whole budget."""
     from solbench.engine.pipeline import record_bytes
 
     options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
@@ -697,13 +697,38 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
     (record,) = runner.run_item(PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "honest.py"])))
     assert record.status == "PASSED"
     need = record_bytes(problem, problem.workloads[0], options.rounds, "cpu")
-    held = [need, 2 * need, max(need, runner.memory.budget)][: failures + 1]
+    held = [need, 2 * need, 4 * need, max(need, runner.memory.budget)][: failures + 1]
     assert tries == held
     harness = record.harness
     assert harness["memory_retry_s"] > 0 and len(harness["memory_retries"]) == failures
     assert "out of memory" in harness["memory_retries"][0]
     assert failures < 2 or "GiB free" in harness["memory_retries"][1]  # H200 call 9: a free-memory check aborted the run
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_retry_reserves_at_most_half_the_budget_beside_others(tmp_path):
+    """A big record's retries beside others are capped at half the budget (more would wait for an empty device
+    without holding the others back); alone it holds the whole budget."""
+    from solbench.engine.pipeline import record_bytes
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    problem = load_problem(TINY / "scaled_add")
+    need = record_bytes(problem, problem.workloads[0], options.rounds, "cpu")
+    runner.memory.budget = 3 * need
+    make, tries = runner._make_cases, []
+
+    def short_of_memory(problem, workload, ledger):
+        tries.append(runner.memory.held)
+        if len(tries) <= 3:
+            raise ProblemError([f"{problem.name}: the reference raised OutOfMemoryError: CUDA out of memory"])
+        return make(problem, workload, ledger)
+
+    runner._make_cases = short_of_memory
+    (record,) = runner.run_item(PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "honest.py"])))
+    assert record.status == "PASSED"
+    assert tries == [need, 3 * need // 2, 3 * need // 2, 3 * need]
 
 
 @pytest.mark.slow
@@ -727,7 +752,7 @@ def test_a_record_short_of_memory_even_alone_is_not_run_and_the_rest_of_the_run_
     item = PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))
     with pytest.raises(DeviceMemoryShort, match=r"workload n4: needs at least 9.0 GiB .*\(honest\)"):
         runner.run([item])
-    assert len(tries) == 3 and tries[-1] >= runner.memory.budget  # twice beside others, then alone
+    assert len(tries) == 4 and tries[-1] >= runner.memory.budget  # three times beside others, then alone
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["workload"], r["status"]) for r in written] == [("n32", "PASSED")], [r["reason"] for r in written]
 
