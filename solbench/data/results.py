@@ -16,8 +16,10 @@ one of more than 4300 digits, and pandas one beyond a double). Whether the numbe
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -81,7 +83,8 @@ def append_record_checked(path: str | Path, record: ResultRecord) -> str | None:
 
 
 def read_records(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """All records from JSONL files or folders of them, as dicts with ``_source`` ("file:line").
+    """All records from JSONL files (gzipped ones too: ``.jsonl.gz``) or folders of them, as dicts with
+    ``_source`` ("file:line").
 
     A line that is not a well-formed record is skipped with a warning ``file:line: reason``; an
     unreadable file or a missing path is one warning too. Nothing in a file makes this raise.
@@ -97,7 +100,7 @@ def _result_files(paths: Iterable[str | Path], warnings: list[str]) -> list[Path
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            files.extend(f for f in sorted([*p.rglob("*.jsonl"), *p.rglob("*.jsonl.gz")]) if f.is_file())
         elif p.is_file():
             files.append(p)
         elif p.exists():
@@ -108,8 +111,9 @@ def _result_files(paths: Iterable[str | Path], warnings: list[str]) -> list[Path
 
 
 def _read_file(f: Path, records: list[dict[str, Any]], warnings: list[str]) -> None:
+    opener = gzip.open if f.name.endswith(".gz") else open
     try:
-        with open(f, encoding="utf-8", errors="replace") as fh:
+        with opener(f, "rt", encoding="utf-8", errors="replace") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -119,8 +123,8 @@ def _read_file(f: Path, records: list[dict[str, Any]], warnings: list[str]) -> N
                     continue
                 obj[SOURCE_KEY] = f"{f}:{lineno}"  # where it came from, whatever the line says
                 records.append(obj)
-    except OSError as err:
-        warnings.append(f"{f}: unreadable ({err.strerror or err}), skipped")
+    except (OSError, EOFError, zlib.error) as err:  # a gzip cut short or damaged: what was read is kept
+        warnings.append(f"{f}: unreadable ({getattr(err, 'strerror', None) or err}), skipped")
 
 
 class _BadLine(ValueError):

@@ -5,6 +5,7 @@ a record is checked against its status, and the JSON Schema describes each part 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from pathlib import Path
 
@@ -29,19 +30,25 @@ def _is_record(x: object) -> bool:
     return isinstance(x, dict) and required <= set(x)
 
 
-COMMITTED = sorted(p for p in [*ROOT.glob("results/**/*.jsonl"), *ROOT.glob("tests/fixtures/**/*.jsonl")]
-                   if '"problem"' in p.read_text(errors="replace") and '"status"' in p.read_text(errors="replace"))
+def _text(p: Path) -> str:
+    return gzip.decompress(p.read_bytes()).decode(errors="replace") if p.name.endswith(".gz") else p.read_text(
+        errors="replace")
+
+
+COMMITTED = sorted(p for p in [*ROOT.glob("results/**/*.jsonl"), *ROOT.glob("results/**/*.jsonl.gz"),
+                               *ROOT.glob("tests/fixtures/**/*.jsonl")]
+                   if '"problem"' in _text(p) and '"status"' in _text(p))
 COMMITTED_JSON = sorted(p for p in ROOT.glob("results/**/*.json") if _records_in(json.loads(p.read_text())))
 
 
 def test_there_are_committed_records_to_read():
     assert len(COMMITTED) >= 5
-    assert sum(len(p.read_text().splitlines()) for p in COMMITTED) >= 500
+    assert sum(len(_text(p).splitlines()) for p in COMMITTED) >= 500
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_results_file_reads(path):
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    lines = [ln for ln in _text(path).splitlines() if ln.strip()]
     records, warnings = read_records([path])
     assert not warnings and len(records) == len(lines), warnings[:3]
     for r in records:  # as read: upgraded, plus where it came from (``_source``)
@@ -62,7 +69,7 @@ def test_committed_json_files_holding_records_read_too():
 
 
 def _first_record() -> dict:
-    return json.loads(next(ln for p in COMMITTED for ln in p.read_text().splitlines() if ln.strip()))
+    return json.loads(next(ln for p in COMMITTED for ln in _text(p).splitlines() if ln.strip()))
 
 
 def _record_with(path: str, value: object) -> dict:
@@ -237,7 +244,7 @@ def test_the_harness_phases_have_one_owner():
 
 
 def test_the_cost_and_git_details_are_typed_too_and_may_be_null():
-    records = [upgrade(json.loads(ln)) for p in COMMITTED for ln in p.read_text().splitlines() if ln.strip()]
+    records = [upgrade(json.loads(ln)) for p in COMMITTED for ln in _text(p).splitlines() if ln.strip()]
     cost = next(r["cost"] for r in records if r.get("cost"))
     rec = next(r for r in records if r.get("git")) | {"cost": cost}  # as the engine writes both
     ResultRecord.model_validate(rec)

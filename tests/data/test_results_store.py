@@ -62,6 +62,27 @@ def test_folders_and_missing_paths(tmp_path):
     assert len(records) == 1 and warnings == [f"{tmp_path / 'missing.jsonl'}: no such file or folder"]
 
 
+def test_gzipped_records_read_as_plain_ones_and_a_cut_gzip_keeps_what_it_holds(tmp_path):
+    """A ``.jsonl.gz`` file (committed results are gzipped) reads line by line like a ``.jsonl``, alone or in a
+    folder; one cut short keeps the records before the cut and says, in one warning, that the rest is unreadable."""
+    import gzip
+
+    lines = [json.dumps(record(problem=f"p.{i}")) + "\n" for i in range(200)]
+    whole = tmp_path / "runs" / "a.jsonl.gz"
+    whole.parent.mkdir()
+    whole.write_bytes(gzip.compress("".join(lines).encode()))
+    append_records(tmp_path / "runs" / "b.jsonl", [record(problem="plain.x")])
+    records, warnings = read_records([tmp_path / "runs"])
+    assert not warnings and [r["problem"] for r in records] == [f"p.{i}" for i in range(200)] + ["plain.x"]
+    assert records[0]["_source"] == f"{whole}:1"
+    cut = tmp_path / "cut.jsonl.gz"
+    data = gzip.compress("".join(lines).encode(), compresslevel=0)  # stored: the cut falls mid-record, not mid-block
+    cut.write_bytes(data[: len(data) // 2])
+    records, warnings = read_records([cut])
+    assert 0 < len(records) < 200 and [r["problem"] for r in records] == [f"p.{i}" for i in range(len(records))]
+    assert len(warnings) <= 2 and warnings[-1].startswith(f"{cut}: unreadable (") and warnings[-1].endswith("skipped")
+
+
 def test_a_fifo_is_not_read(tmp_path):
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)  # opening it would wait for a writer forever
