@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200 runs the steps named on the command line, e.g.
 #   bash scripts/h200_session.sh env timing_smoke kernels run_library
-# Carried wheels (.whl/, pydantic: not in the GPU image) are installed to /tmp/site. Everything a
+# Carried wheels (.whl/, pydantic: not in the GPU image) are installed to /tmp/site; .whl/ is ignored by git, so
+# the device call must name it (carry [".whl"]: without it every step stops at `import pydantic`). Everything a
 # step writes under results/ is packed into $OUT/results.tgz; logs go to $OUT/*.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
