@@ -648,7 +648,7 @@ class Runner:
 # A record's attempts: (its reservation's multiple, alone); the last one alone never runs out beside others.
 # Alone comes after four times the reservation beside others: while one record waits to run alone every
 # other waits behind it, and the device drains (H200 call 27, 2026-12-03: one record alone, 3,467 lane-seconds
-# behind it, half the run's memory waits; 11 of its 12 retries had passed at twice their reservation).
+# behind it of the 4,450 the records waited for memory; 11 of its 12 retries had passed at twice their reservation).
 RETRIES = ((1, False), (2, False), (4, False), (1, True))
 
 
