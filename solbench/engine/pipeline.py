@@ -205,9 +205,6 @@ class MemoryGate:
         # (and those behind it), the device's free memory short of the estimate (what the reservations miss).
         self.waits_s = {"budget": 0.0, "alone": 0.0, "behind_alone": 0.0, "device_free": 0.0}
 
-    def _must_wait(self, nbytes: int, alone: bool, free_need: int) -> bool:
-        return self._cause(nbytes, alone, free_need) is not None
-
     def _cause(self, nbytes: int, alone: bool, free_need: int) -> str | None:
         """Why a record must wait now (a key of :attr:`waits_s`), or None."""
         if not self.held:
@@ -229,7 +226,7 @@ class MemoryGate:
         free_need = nbytes if free_need is None else free_need
         nbytes = max(nbytes, self.budget) if alone else nbytes
         with self._cond:
-            at_once = not self._must_wait(nbytes, alone, free_need)
+            at_once = self._cause(nbytes, alone, free_need) is None
             if at_once:
                 self.held += nbytes
         if not at_once:
