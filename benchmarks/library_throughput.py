@@ -43,13 +43,24 @@ from solbench.data.record import ResultRecord
 from solbench.engine.gate import DeviceGate, overlaps
 from solbench.engine.ledger import PHASES
 from solbench.engine.options import dispatched
-from solbench.engine.pipeline import MemoryGate
+from solbench.engine.pipeline import (
+    CACHE_SHARE,
+    MEMORY_SHARE_CPU,
+    MEMORY_SHARE_CUDA,
+    MemoryGate,
+    memory_budget,
+)
 from solbench.engine.runner import PlanItem, Runner
 
 MIB = 1 << 20
 BUCKETS = [(256 * MIB, "<=256MiB"), (1024 * MIB, "256MiB-1GiB"), (4096 * MIB, "1-4GiB"), (None, ">4GiB")]
 GOAL = {"wall_s_max": 300.0, "problems_min": 68, "steady_median_record_s_max": 0.3}
 STEADY_GROUP = 16
+# The summary is rewritten at most this often while records come (and at the end), the gate's holds less often:
+# each write walks every row and hold, under the runner's lock, in the parent (H200 call 28: a write after
+# every record took half of the parent's GIL time at 200 records, and grew with the run).
+SUMMARY_EVERY_S = 5.0
+INTERVALS_EVERY_S = 30.0
 
 
 def bucket(nbytes: int) -> str:
@@ -190,7 +201,8 @@ class Tally:
         self.stamps: list[float] = []  # seconds from the start to each record
         self.time_box = time_box
         self.runner: Runner | None = None  # the plain run's: stopped at the time box, its gate summarised
-        self.intervals: Path | None = None  # where the gate's holds are written (every 25 records, and at the end)
+        self.intervals: Path | None = None  # where the gate's holds are written (every INTERVALS_EVERY_S, and at the end)
+        self._written = self._intervals_written = float("-inf")  # when the summary and the holds were last written
 
     def begin(self, total: int) -> None:
         self.meta["records_planned"] = total
@@ -215,9 +227,13 @@ class Tally:
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
-        self.write(complete=False)
-        if len(self.rows) % 25 == 0 and self.runner is not None:  # a run killed at its limit keeps most of them
+        now = time.perf_counter()
+        if now - self._written >= SUMMARY_EVERY_S:  # a run killed at its limit keeps a summary this recent
+            self.write(complete=False)
+            self._written = now
+        if now - self._intervals_written >= INTERVALS_EVERY_S and self.runner is not None:
             write_intervals(self.runner.gate, self.intervals)
+            self._intervals_written = now
         if self.time_box is not None and self.stamps[-1] > self.time_box and self.runner is not None:
             self.runner.stop()  # the records in flight finish; no new one starts
 
@@ -278,6 +294,17 @@ def tune_gate(gate: DeviceGate, args: argparse.Namespace) -> None:
     gate.fair = gate.fair or args.gate_fair
 
 
+def tune_memory(runner: Runner, share: float | None) -> None:
+    """The records' memory budget as ``--memory-share`` sets it: that share of the device's memory (of the host's
+    available memory on the CPU), split between the records in flight and the cases kept, as the run splits it."""
+    if share is None:
+        return
+    total = memory_budget(runner.options.device) / (MEMORY_SHARE_CUDA if runner.options.device.startswith("cuda")
+                                                    else MEMORY_SHARE_CPU)
+    runner.memory.budget = int(total * share * (1 - CACHE_SHARE))
+    runner.cases.cap_bytes = int(total * share * CACHE_SHARE)
+
+
 def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="results/h200/library_throughput.json")
@@ -296,6 +323,8 @@ def arguments() -> argparse.Namespace:
                     help="after a window, how long the untimed work runs before the next timing, s")
     ap.add_argument("--gate-fair", action="store_true",
                     help="phase-fair: a request that waited through a window starts before the next timing")
+    ap.add_argument("--memory-share", type=float, default=None,
+                    help="share of the device's memory the records in flight and kept cases may hold (default: the engine's)")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
@@ -330,10 +359,11 @@ def main() -> None:
     if plain:
         tally.runner = runner = Runner(options, records, tally)
         tune_gate(runner.gate, args)
+        tune_memory(runner, args.memory_share)
         meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s,
                                "slice_s": runner.gate.slice_s, "fair": runner.gate.fair,
                                "locks": runner.gate.lock is not None}
-        meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id}
+        meta |= {"in_flight": runner.in_flight, "spec": runner.spec.id, "memory_share": args.memory_share}
         runner.run(plan)
         complete = len(tally.rows) == meta.get("records_planned")
     else:

@@ -350,6 +350,18 @@ for s in "${STEPS[@]}"; do
       rc=$?  # a run that failed to start leaves an earlier summary: not copied under today's name (124: cut off, kept)
       kill $WATCH $LOADW 2>/dev/null; pkill -f "nvidia-smi dmon" 2>/dev/null; pkill -x top 2>/dev/null
       { [ $rc -eq 0 ] || [ $rc -eq 124 ]; } && cp $RES/library_throughput.json "$RES/library_throughput_$STAMP.json" ;;
+    knobs)
+      # issue 26: the library pass under each of KNOB_SETS (';'-separated argument strings, e.g.
+      # '--in-flight 12 --memory-share 0.85;--in-flight 16 --memory-share 0.85'), KNOB_BOX seconds each from the
+      # library's start, to compare the engine's settings on the same problems: $RES/knobs_$STAMP/pass{i}.json
+      IFS=';' read -ra sets <<< "${KNOB_SETS:?KNOB_SETS names the settings to compare}"
+      i=0
+      for args in "${sets[@]}"; do
+        i=$((i + 1))
+        step knobs_$i timeout ${KNOB_TIMEOUT:-250} python3 benchmarks/library_throughput.py --budget 0.5 --timeout 60 \
+          -o "$RES/knobs_$STAMP/pass$i.json" --records "$RES/knobs_$STAMP/pass$i.jsonl" \
+          --intervals "$RES/knobs_$STAMP/gate_intervals_pass$i.json" --time-box ${KNOB_BOX:-180} $args
+      done ;;
     ray_local)
       # issue 15: the same subset (Llama-3.1-8B, smallest workloads, torch_eager) on local executors and
       # through a local Ray instance (carried wheel: .whl/ray-*.whl, slimmed), for the "within 5%" check (~2.5 min)

@@ -202,8 +202,22 @@ def spec_from_dict(data: dict[str, Any], path: Path | None = None, by_path: bool
 
 
 def load_spec_file(path: str | Path, by_path: bool = False) -> HardwareSpec:
+    """The spec in ``path``, parsed once per version of the file (its size and change time: an edited
+    file is read anew). Specs are frozen, so one parse serves every caller: a run's verdicts look for
+    the measured refinement of its spec at every record (H200 call 28: YAML parsing in the parent, under its
+    GIL, at each record)."""
     path = Path(path)
-    return spec_from_dict(read_yaml_file(path, SpecError), path, by_path)
+    try:
+        st = path.stat()
+    except OSError:
+        return spec_from_dict(read_yaml_file(path, SpecError), path, by_path)  # the reader names the fault
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, by_path)
+    if key not in _PARSED:
+        _PARSED[key] = spec_from_dict(read_yaml_file(path, SpecError), path, by_path)
+    return _PARSED[key]
+
+
+_PARSED: dict[tuple[str, int, int, bool], HardwareSpec] = {}  # load_spec_file's, by file version
 
 
 def list_specs(spec_dir: str | Path | None = None) -> list[HardwareSpec]:

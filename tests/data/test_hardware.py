@@ -127,3 +127,23 @@ def test_a_validators_message_has_no_pydantic_prefix(tmp_path):
     with pytest.raises(SpecError) as err:
         load_spec_file(f)
     assert "unknown peak key 'bfloat17'" in str(err.value) and "Value error" not in str(err.value)
+
+
+def test_a_spec_file_is_parsed_once_per_version(tmp_path, monkeypatch):
+    """Read again only when the file changed (its size or change time): a run asks at every record."""
+    import os
+
+    from solbench.data import hardware
+
+    reads = []
+    real = hardware.read_yaml_file
+    monkeypatch.setattr(hardware, "read_yaml_file", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    f = tmp_path / "h200_sxm.yaml"
+    d = _spec_dict()
+    f.write_text(yaml.safe_dump(d))
+    first = load_spec_file(f)
+    assert load_spec_file(f) is first and len(reads) == 1
+    d["name"] = "edited"
+    f.write_text(yaml.safe_dump(d))
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 1_000_000))  # a coarse clock may not move
+    assert load_spec_file(f).name == "edited" and len(reads) == 2

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import solbench
 from solbench.data.problem import load_problem
@@ -41,6 +43,19 @@ def _hold(gate: DeviceGate, owner: str, exclusive: bool, seconds: float, long: b
     t = threading.Thread(target=body)
     t.start()
     return t
+
+
+_EDGES = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])  # few values: shared ends, touching and empty intervals
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_EDGES, _EDGES, st.booleans()), max_size=14))
+def test_overlaps_finds_exactly_the_pairs_that_share_time(raw):
+    """The sweep against the definition, pair by pair (touching intervals and empty ones do not overlap)."""
+    intervals = [Interval(f"i{n}", "call", min(a, b), max(a, b), alone) for n, (a, b, alone) in enumerate(raw)]
+    expected = [(w, o) for w in intervals if w.exclusive for o in intervals
+                if o is not w and o.start < w.end and w.start < o.end]
+    assert overlaps(intervals) == expected
 
 
 @pytest.mark.parametrize("enabled", [True, False])
