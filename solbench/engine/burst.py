@@ -45,7 +45,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from solbench.data import Status, make_inputs
-from solbench.engine.cases import WorkloadCases, derive_seed, reference_outputs
+from solbench.engine.cases import (
+    WorkloadCases,
+    batch_calls,
+    derive_seed,
+    reference_outputs,
+    reference_outputs_many,
+)
 from solbench.engine.correctness import MalformedReply, check_outputs
 from solbench.engine.verification import TimedPlan, after_timing, apply_edits, edit_count, editable_inputs
 from solbench.timing import bit_view
@@ -280,9 +286,14 @@ def check_calls(cases: WorkloadCases, plan: TimedPlan, samples: int, bursts: lis
     rng = random.Random(derive_seed(cases.verify_seed, "burst-check", bp.attempt))
     chosen = sorted(rng.sample(range(bp.calls), min(CHECKED_CALLS, bp.calls)))
     tol = cases.tolerance
-    for c in chosen:
-        inputs = call_inputs(cases, plan, samples, bursts, c)
-        expected = reference_outputs(cases.problem, cases.axes, cases.reference, inputs)
+    # The chosen calls' references in one request to the problem host where their inputs are small; else one
+    # call at a time, as the record's memory reservation counts.
+    at_once = batch_calls(cases.problem, cases.axes) >= len(chosen)
+    inputs = [call_inputs(cases, plan, samples, bursts, c) for c in chosen] if at_once else []
+    references = reference_outputs_many(cases.problem, cases.axes, cases.reference, inputs) if at_once else []
+    for n, c in enumerate(chosen):
+        expected = references[n] if at_once else reference_outputs(
+            cases.problem, cases.axes, cases.reference, call_inputs(cases, plan, samples, bursts, c))
         check = check_outputs(outputs(c), expected, device_type, tol.atol, tol.rtol, tol.max_mismatch_ratio)
         if not check.passed:
             return chosen, BurstVerdict(Status.INCORRECT, f"burst call {c + 1} of {bp.calls} (checked at random after "

@@ -23,6 +23,7 @@ from solbench.settings import MAX_FLUSHED_TIMING_SETS
 MAX_TIMING_SETS = 256  # inputs of 1 MiB and up rotate through more than 2x an H200's L2 in graph mode
 CPU_CACHE_BYTES = 32 << 20  # rotation target on the CPU (no spec L2 there)
 MAX_CPU_TIMING_SETS = 4
+BATCH_BYTES = 64 << 20  # the input bytes of the calls one request to the problem host carries (solbench.engine.cases.batch_calls)
 
 
 def derive_seed(base: int, *parts: object) -> int:
@@ -115,6 +116,49 @@ def checked_outputs(problem: Problem, axes: dict[str, int], result: Any) -> dict
     return out
 
 
+def batch_calls(problem: Problem, axes: dict[str, int]) -> int:
+    """How many calls' inputs and reference outputs one request to the problem host carries: as many as fit
+    ``BATCH_BYTES`` (1 for a workload past it: one at a time, as the records' memory reservations count)."""
+    return max(1, BATCH_BYTES // max(problem.auto_bytes(axes), 1))
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[k:k + size] for k in range(0, len(items), size)]
+
+
+def reference_outputs_many(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
+                           inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`reference_outputs` of each inputs in turn; a hosted reference gets them in few requests
+    (:func:`batch_calls` each)."""
+    if not isinstance(ref_fn, HostedReference) or len(inputs) < 2:
+        return [reference_outputs(problem, axes, ref_fn, i) for i in inputs]
+    device = next((str(v.device) for i in inputs for v in i.values() if hasattr(v, "device")), "cpu")
+    out = []
+    for chunk in _chunks(inputs, batch_calls(problem, axes)):
+        try:
+            results = ref_fn.outputs_many(axes, [list(i.values()) for i in chunk], device)
+        except ProblemError:
+            raise
+        except Exception as err:  # the problem's own code: a problem error, not a candidate's
+            raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
+        out += [checked_outputs(problem, axes, tuple(r)) for r in results]
+    return out
+
+
+def make_cases(problem: Problem, axes: dict[str, int], seeds: list[int], device: str, ref_fn: Callable[..., Any],
+               gen_fn: Callable[..., dict] | None, scalars: dict[str, Any] | None = None) -> list[Case]:
+    """:func:`make_case` of each seed in turn; a hosted reference makes them in few requests (:func:`batch_calls`
+    each: H200 call 28, a record's cases, rounds and checks took ~30 requests to its problem's host)."""
+    if not isinstance(ref_fn, HostedReference) or len(seeds) < 2:
+        return [make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars) for seed in seeds]
+    out = []
+    for chunk in _chunks(seeds, batch_calls(problem, axes)):
+        made = ref_fn.cases(axes, chunk, device, scalars or {})
+        out += [Case(seed, inputs, checked_outputs(problem, axes, tuple(result)))
+                for seed, (inputs, result) in zip(chunk, made, strict=True)]
+    return out
+
+
 def make_case(problem: Problem, axes: dict[str, int], seed: int, device: str, ref_fn: Callable[..., Any],
               gen_fn: Callable[..., dict] | None, scalars: dict[str, Any] | None = None) -> Case:
     """One call's inputs and reference outputs (``scalars``: the workload's values of scalar inputs).
@@ -173,15 +217,13 @@ def prepare_cases(problem: Problem, workload: Workload, *, base_seed: int, devic
     cases = WorkloadCases(problem, workload, axes, problem.tolerance_for(workload), reference=ref_fn, generator=gen_fn,
                           device=device, verify_seed=derive_seed(base_seed, problem.name, workload.name, "verify", 0))
     try:
-        for r in range(rounds):
-            seed = derive_seed(base_seed, problem.name, workload.name, "round", r)
-            cases.rounds.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
+        seeds = [derive_seed(base_seed, problem.name, workload.name, "round", r) for r in range(rounds)]
+        cases.rounds = make_cases(problem, axes, seeds, device, ref_fn, gen_fn, scalars)
         first = cases.rounds[0] if cases.rounds else None
         n_sets = timing_set_count(first.input_bytes() if first else problem.auto_bytes(axes), device, l2_bytes,
                                   available_memory(device), first.tensor_bytes() if first else None, flushed)
-        for i in range(n_sets):
-            seed = derive_seed(base_seed, problem.name, workload.name, "set", i)
-            cases.sets.append(make_case(problem, axes, seed, device, ref_fn, gen_fn, scalars))
+        seeds = [derive_seed(base_seed, problem.name, workload.name, "set", i) for i in range(n_sets)]
+        cases.sets = make_cases(problem, axes, seeds, device, ref_fn, gen_fn, scalars)
         if edge:
             from solbench.engine.edge import prepare_edge
 

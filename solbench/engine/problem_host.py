@@ -23,6 +23,9 @@ Requests (every one carries ``"problem": {"data": the problem as JSON, "path": i
 ``{"op": "case", "axes", "seed", "device", "scalars"}`` -> ``{"inputs": [value...], "outputs": [...]}`` (a
 run's case in one request: the inputs of ``seed`` made there, the reference on copies of them)
 ``{"op": "reference", "axes", "args": [value...], "device"}`` -> ``{"outputs": [tensor | description]}``
+``{"op": "cases", "axes", "seeds": [int...], "device", "scalars"}`` -> ``{"cases": [{"inputs", "outputs"}...]}`` and
+``{"op": "references", "axes", "calls": [[value...]...], "device"}`` -> ``{"outputs": [[tensor | description]...]}``:
+several at once, in order (a request's round trip, its device pool and the host's cache release are paid once)
 ``{"op": "generate", "axes", "seed", "device"}`` -> ``{"values": {name: tensor | scalar | description}}``
 ``{"op": "cost", "axes", "scalars"}`` -> ``{"flops", "bytes"}`` (seed-0 inputs, placeholders: ``list``, ``sol``)
 ``{"op": "costs", "axes", "sets": [{name: value}...]}`` -> ``{"costs": [[flops, bytes]...]}``
@@ -179,6 +182,31 @@ class ProblemHost:
             raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no outputs"])
         return self._outputs(problem, what, outputs, axes, device)
 
+    def references(self, problem: Problem, axes: dict[str, int], calls: list[list[Any]], device: str) -> list[list[Any]]:
+        """The reference's outputs on each of several calls' inputs, in one request, on ``device``."""
+        what = f"reference {problem.reference}"
+        reply = self.request(problem, what, {"op": "references", "axes": axes, "calls": [list(a) for a in calls],
+                                             "device": device},
+                             len(calls) * problem.declared_bytes(problem.outputs, axes))
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != len(calls) or not all(isinstance(o, list) for o in outputs):
+            raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no outputs"])
+        return [self._outputs(problem, what, o, axes, device) for o in outputs]
+
+    def cases(self, problem: Problem, axes: dict[str, int], seeds: list[int], device: str,
+              scalars: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+        """Several cases (:meth:`case`) in one request, in the order of ``seeds``."""
+        what = f"reference {problem.reference}" + (f" or input generator {problem.input_generator}"
+                                                   if problem.input_generator else "")
+        reply = self.request(problem, what, {"op": "cases", "axes": axes, "seeds": list(seeds), "device": device,
+                                             "scalars": scalars},
+                             len(seeds) * (problem.declared_bytes(problem.inputs, axes)
+                                           + problem.declared_bytes(problem.outputs, axes)))
+        made = reply.get("cases")
+        if not isinstance(made, list) or len(made) != len(seeds) or not all(isinstance(c, dict) for c in made):
+            raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no cases"])
+        return [self._case_reply(problem, what, c, axes, device) for c in made]
+
     def case(self, problem: Problem, axes: dict[str, int], seed: int, device: str,
              scalars: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
         """A case made in the host in one request: the inputs of ``seed`` (as
@@ -189,6 +217,10 @@ class ProblemHost:
         reply = self.request(problem, what, {"op": "case", "axes": axes, "seed": seed, "device": device,
                                              "scalars": scalars},
                              problem.declared_bytes(problem.inputs, axes) + problem.declared_bytes(problem.outputs, axes))
+        return self._case_reply(problem, what, reply, axes, device)
+
+    def _case_reply(self, problem: Problem, what: str, reply: dict[str, Any], axes: dict[str, int],
+                    device: str) -> tuple[dict[str, Any], list[Any]]:
         values, outputs = reply.get("inputs"), reply.get("outputs")
         if not isinstance(values, list) or len(values) != len(problem.inputs) or not isinstance(outputs, list):
             raise ProblemError([f"{problem.path or problem.name}: {what}: the problem host sent no case"])
@@ -284,6 +316,13 @@ class HostedReference:
              scalars: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
         return self.host.case(self.problem, axes, seed, device, scalars)
 
+    def outputs_many(self, axes: dict[str, int], calls: list[list[Any]], device: str) -> list[list[Any]]:
+        return self.host.references(self.problem, axes, calls, device)
+
+    def cases(self, axes: dict[str, int], seeds: list[int], device: str,
+              scalars: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+        return self.host.cases(self.problem, axes, seeds, device, scalars)
+
 
 @dataclass(frozen=True)
 class HostedGenerator:
@@ -342,9 +381,21 @@ def _described(value: Any) -> str:
 
 
 def _problem_message(problem: Problem) -> dict[str, Any]:
-    """The problem as the host rebuilds it: its fields and the problem.yaml its files are next to."""
-    path = problem.path or problem.folder / "problem.yaml"
-    return {"data": problem.model_dump(mode="json", exclude_unset=True), "path": str(path)}
+    """The problem as the host rebuilds it: its fields and the problem.yaml its files are next to. Made once
+    per problem object (a run sends it with every case, reference and check: the dump took the parent's GIL each
+    time); a problem is not changed once loaded."""
+    made = _MESSAGES.get(id(problem))
+    if made is None or made[0] is not problem:
+        if len(_MESSAGES) >= _MESSAGES_KEPT:
+            _MESSAGES.clear()
+        path = problem.path or problem.folder / "problem.yaml"
+        made = _MESSAGES[id(problem)] = (problem, {"data": problem.model_dump(mode="json", exclude_unset=True),
+                                                   "path": str(path)})
+    return made[1]
+
+
+_MESSAGES: dict[int, tuple[Problem, dict[str, Any]]] = {}  # _problem_message's, by the problem object's id
+_MESSAGES_KEPT = 1024
 
 
 def _problem_key(problem: Problem) -> str:
@@ -509,6 +560,21 @@ def _case(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
     return {"inputs": list(inputs.values()), "outputs": outputs}
 
 
+def _cases(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    return {"cases": [_case(key, problem, {**msg, "seed": seed}) for seed in _listed(msg, "seeds")]}
+
+
+def _references(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
+    return {"outputs": [_reference(key, problem, {**msg, "args": args})["outputs"] for args in _listed(msg, "calls")]}
+
+
+def _listed(msg: dict[str, Any], name: str) -> list[Any]:
+    items = msg.get(name)
+    if not isinstance(items, list):
+        raise ProblemError([f"the request's {name} must be a list"])
+    return items
+
+
 def _generate(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -567,8 +633,8 @@ def _deep_check(key: str, problem: Problem, msg: dict[str, Any]) -> dict[str, An
 
 
 _HANDLERS: dict[str, Callable[[str, Problem, dict[str, Any]], dict[str, Any]]] = {
-    "case": _case, "reference": _reference, "generate": _generate, "cost": _cost, "costs": _costs, "flops": _flops,
-    "deep_check": _deep_check,
+    "case": _case, "reference": _reference, "cases": _cases, "references": _references, "generate": _generate,
+    "cost": _cost, "costs": _costs, "flops": _flops, "deep_check": _deep_check,
 }
 
 

@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from solbench.data import effective_domain
-from solbench.engine.cases import Case, WorkloadCases, derive_seed, make_case, reference_outputs
+from solbench.engine.cases import (
+    Case,
+    WorkloadCases,
+    batch_calls,
+    derive_seed,
+    make_case,
+    reference_outputs,
+    reference_outputs_many,
+)
 from solbench.engine.correctness import MalformedReply
 from solbench.timing import bit_view
 
@@ -152,6 +160,25 @@ def state(cases: WorkloadCases, plan: TimedPlan, i: int, sample: int) -> tuple[C
     return plan._state[key], len(edits)
 
 
+def _prefetch_states(cases: WorkloadCases, plan: TimedPlan, wanted: list[tuple[int, int]]) -> None:
+    """The edited states that ``wanted`` (set, sample) pairs saw, with their references made in one request to
+    the problem host, where they fit one (:func:`solbench.engine.cases.batch_calls`); else :func:`state` makes
+    them one at a time, as the record's memory reservation counts."""
+    keys: dict[tuple[int, int], list[PlannedEdit]] = {}
+    for i, sample in wanted:
+        edits = [e for e in plan.edits if e.set == i and e.sample <= sample]
+        if edits:
+            keys[(i, len(edits))] = edits
+    if len(keys) < 2 or batch_calls(cases.problem, cases.axes) < len(keys):
+        return
+    inputs = [apply_edits(cases.sets[i].inputs, [(e.input, e.index, e.values) for e in edits])
+              for (i, _), edits in keys.items()]
+    references = reference_outputs_many(cases.problem, cases.axes, cases.reference, inputs)
+    plan._state.clear()
+    for (key, _), made, expected in zip(keys.items(), inputs, references, strict=True):
+        plan._state[key] = Case(cases.sets[key[0]].seed, made, expected)
+
+
 def apply_edits(base: dict[str, Any], edits: list[tuple[str, Any, Any]]) -> dict[str, Any]:
     """``base`` with the edits ``(input, flat index, values)`` written in order, exactly as the worker
     writes them (through the bits); an edited input is copied first, ``base`` is left as it is."""
@@ -251,6 +278,7 @@ def timed_checks(cases: WorkloadCases, plan: TimedPlan, reply: dict[str, Any]) -
             checks.append((i, samples - 1, True, part))  # every applied edit is in the set's last output
     checks += [(i, s, False, {"outputs": o}) for s, i, o in kept]
     out = []
+    _prefetch_states(cases, plan, [(i, s) for i, s, _, _ in checks])
     for i, s, is_last, part in sorted(checks, key=lambda c: (c[0], c[1])):
         case, edits = state(cases, plan, i, s)
         out.append((_where(i, n, None if is_last else s, edits), case, part))

@@ -203,6 +203,74 @@ def test_hosted_cases_equal_the_cases_made_in_process():
         assert torch.equal(a.expected["out"], b.expected["out"])
 
 
+def test_a_records_cases_and_references_go_to_the_host_in_few_requests_and_equal_one_at_a_time(monkeypatch):
+    """Rounds and timing sets each in one request, several calls' references in one: the same inputs and
+    outputs as the code run here, call by call."""
+    from solbench.engine import problem_host
+    from solbench.engine.cases import reference_outputs_many
+
+    ops = []
+    real = problem_host.ProblemHost.request
+
+    def counted(self, problem, what, header, reply_bytes=0):
+        ops.append(header["op"])
+        return real(self, problem, what, header, reply_bytes)
+
+    monkeypatch.setattr(problem_host.ProblemHost, "request", counted)
+    p = load_problem(RAGGED)
+    w = p.workload("b8")
+    axes = p.resolve_axes(w)
+    here = prepare_cases(p, w, base_seed=7, device="cpu", rounds=3, ref_fn=load_reference(p), gen_fn=load_generator(p))
+    with new_host() as host:
+        ref_fn, gen_fn = host.functions(p)
+        there = prepare_cases(p, w, base_seed=7, device="cpu", rounds=3, ref_fn=ref_fn, gen_fn=gen_fn)
+        assert ops == ["cases", "cases"] and len(there.sets) >= 2
+        again = reference_outputs_many(p, axes, ref_fn, [c.inputs for c in here.rounds + here.sets])
+    assert ops == ["cases", "cases", "references"]
+    made = here.rounds + here.sets
+    for a, b, ref in zip(made, there.rounds + there.sets, again, strict=True):
+        assert a.seed == b.seed and all(torch.equal(a.inputs[n], b.inputs[n]) for n in ("x", "indptr"))
+        assert torch.equal(a.expected["out"], b.expected["out"]) and torch.equal(a.expected["out"], ref["out"])
+
+
+def test_a_batch_of_calls_is_cut_to_the_bytes_one_request_may_carry(monkeypatch):
+    """Past ``BATCH_BYTES`` the calls go in several requests, each within it (one call each past it)."""
+    from solbench.engine import cases as cases_module
+
+    p = load_problem(RAGGED)
+    axes = p.resolve_axes(p.workload("b8"))
+    sizes = []
+    host = type("Host", (), {})()
+    ref_fn = problem_host_reference(p, host, sizes)
+    monkeypatch.setattr(cases_module, "BATCH_BYTES", 2 * p.auto_bytes(axes) + 1)
+    inputs = [prepare_cases(p, p.workload("b8"), base_seed=s, device="cpu", rounds=1, ref_fn=load_reference(p),
+                            gen_fn=load_generator(p)).rounds[0].inputs for s in range(5)]
+    outs = cases_module.reference_outputs_many(p, axes, ref_fn, inputs)
+    assert sizes == [2, 2, 1] and len(outs) == 5
+    monkeypatch.setattr(cases_module, "BATCH_BYTES", 1)
+    sizes.clear()
+    cases_module.reference_outputs_many(p, axes, ref_fn, inputs[:3])
+    assert sizes == [1, 1, 1]
+
+
+def problem_host_reference(problem, host, sizes):
+    """A HostedReference whose host runs the reference here, noting each request's number of calls."""
+    from solbench.engine.problem_host import HostedReference
+
+    reference = load_reference(problem)
+
+    def references(_problem, _axes, calls, _device):
+        sizes.append(len(calls))
+        return [list(_as_tuple(reference(*[a.clone() if hasattr(a, "clone") else a for a in args]))) for args in calls]
+
+    host.references = references
+    return HostedReference(host, problem)
+
+
+def _as_tuple(result):
+    return (result,) if isinstance(result, torch.Tensor) else tuple(result)
+
+
 def _solbench(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, COLUMNS="200", **env), timeout=timeout)
@@ -375,6 +443,39 @@ def test_a_hosts_case_and_reference_travel_by_the_device_pool_and_equal_the_code
         wire.send_message(a, {"op": "exit"}, time.monotonic() + 5)
         server.join(10)
         assert not server.is_alive()
+
+
+def test_several_calls_references_travel_by_the_device_pool_in_one_request(simulated_pool, monkeypatch):
+    """The batched request on the device route: each call's inputs are views of the pool, each call's outputs
+    come back in the reply area, in order, as the reference gives them call by call."""
+    import socket
+    import threading
+
+    from solbench.engine import problem_host
+    from solbench.worker import devwire, wire
+
+    monkeypatch.setattr(wire, "_shm_read", lambda *a, **k: pytest.fail("a tensor went by memfd"))
+    monkeypatch.setattr(wire, "_shm_write", lambda *a, **k: pytest.fail("a tensor went by memfd"))
+    p = load_problem(RAGGED)
+    w = p.workload("b8")
+    axes = p.resolve_axes(w)
+    made = prepare_cases(p, w, base_seed=3, device="cpu", rounds=3, ref_fn=load_reference(p), gen_fn=load_generator(p))
+    calls = [list(c.inputs.values()) for c in made.rounds]
+    parent = devwire.ParentPool(0, shrink=True)
+    a, b = socket.socketpair()
+    server = threading.Thread(target=problem_host.serve, args=(b, {}), daemon=True)
+    server.start()
+    with a, b:
+        assert wire.recv_message(a, time.monotonic() + 10)["op"] == "hello"
+        message = {"op": "references", "axes": axes, "calls": calls, "device": "cpu",
+                   "problem": problem_host._problem_message(p), "reply_room": 1 << 16}
+        parent.send(a, message, time.monotonic() + 30)
+        reply = wire.recv_message(a, time.monotonic() + 30, 1 << 20, device=parent)
+        assert reply["ok"] is True, reply
+        assert [torch.equal(out, c.expected["out"]) for (out,), c in zip(reply["outputs"], made.rounds, strict=True)] \
+            == [True] * 3
+        wire.send_message(a, {"op": "exit"}, time.monotonic() + 5)
+        server.join(10)
 
 
 def test_a_hosts_device_pool_is_made_again_smaller_for_far_smaller_requests(monkeypatch):
