@@ -410,11 +410,7 @@ def test_a_hosts_case_and_reference_travel_by_the_device_pool_and_equal_the_code
     """The device route (a pool shared with the host alone; host memory stands in for the device's):
     the host's serve loop reads the reference's inputs as views of the pool and writes the outputs into
     its reply area; no tensor goes through a memfd either way, and the values are the reference's."""
-    import socket
-    import threading
-
-    from solbench.engine import problem_host
-    from solbench.worker import devwire, wire
+    from solbench.worker import wire
 
     def no_memfd(*a, **k):
         raise AssertionError("a tensor went by memfd")
@@ -427,55 +423,49 @@ def test_a_hosts_case_and_reference_travel_by_the_device_pool_and_equal_the_code
                                                   ref_fn=load_reference(p), gen_fn=load_generator(p)).rounds[0]
                    .inputs.items()}
     expected = load_reference(p)(*[v.clone() if hasattr(v, "clone") else v for v in here_inputs.values()])
-    parent = devwire.ParentPool(0, shrink=True)
-    a, b = socket.socketpair()
-    server = threading.Thread(target=problem_host.serve, args=(b, {}), daemon=True)
-    server.start()
-    with a, b:
-        assert wire.recv_message(a, time.monotonic() + 10)["op"] == "hello"
-        message = {"op": "reference", "axes": axes, "args": list(here_inputs.values()), "device": "cpu",
-                   "problem": problem_host._problem_message(p), "reply_room": 1 << 16}
-        parent.send(a, message, time.monotonic() + 30)
-        reply = wire.recv_message(a, time.monotonic() + 30, 1 << 20, device=parent)
-        assert reply["ok"] is True, reply
-        (out,) = reply["outputs"]
-        assert torch.equal(out, expected if isinstance(expected, torch.Tensor) else expected[0])
-        wire.send_message(a, {"op": "exit"}, time.monotonic() + 5)
-        server.join(10)
-        assert not server.is_alive()
+    reply = _served_by_pool(p, {"op": "reference", "axes": axes, "args": list(here_inputs.values()), "device": "cpu"})
+    (out,) = reply["outputs"]
+    assert torch.equal(out, expected if isinstance(expected, torch.Tensor) else expected[0])
 
 
 def test_several_calls_references_travel_by_the_device_pool_in_one_request(simulated_pool, monkeypatch):
     """The batched request on the device route: each call's inputs are views of the pool, each call's outputs
     come back in the reply area, in order, as the reference gives them call by call."""
+    from solbench.worker import wire
+
+    monkeypatch.setattr(wire, "_shm_read", lambda *a, **k: pytest.fail("a tensor went by memfd"))
+    monkeypatch.setattr(wire, "_shm_write", lambda *a, **k: pytest.fail("a tensor went by memfd"))
+    p = load_problem(RAGGED)
+    w = p.workload("b8")
+    made = prepare_cases(p, w, base_seed=3, device="cpu", rounds=3, ref_fn=load_reference(p), gen_fn=load_generator(p))
+    calls = [list(c.inputs.values()) for c in made.rounds]
+    reply = _served_by_pool(p, {"op": "references", "axes": p.resolve_axes(w), "calls": calls, "device": "cpu"})
+    assert [torch.equal(out, c.expected["out"]) for (out,), c in zip(reply["outputs"], made.rounds, strict=True)] \
+        == [True] * 3
+
+
+def _served_by_pool(problem, message: dict) -> dict:
+    """One request to a host's serve loop on a thread, by the device route (a ParentPool); its reply."""
     import socket
     import threading
 
     from solbench.engine import problem_host
     from solbench.worker import devwire, wire
 
-    monkeypatch.setattr(wire, "_shm_read", lambda *a, **k: pytest.fail("a tensor went by memfd"))
-    monkeypatch.setattr(wire, "_shm_write", lambda *a, **k: pytest.fail("a tensor went by memfd"))
-    p = load_problem(RAGGED)
-    w = p.workload("b8")
-    axes = p.resolve_axes(w)
-    made = prepare_cases(p, w, base_seed=3, device="cpu", rounds=3, ref_fn=load_reference(p), gen_fn=load_generator(p))
-    calls = [list(c.inputs.values()) for c in made.rounds]
     parent = devwire.ParentPool(0, shrink=True)
     a, b = socket.socketpair()
     server = threading.Thread(target=problem_host.serve, args=(b, {}), daemon=True)
     server.start()
     with a, b:
         assert wire.recv_message(a, time.monotonic() + 10)["op"] == "hello"
-        message = {"op": "references", "axes": axes, "calls": calls, "device": "cpu",
-                   "problem": problem_host._problem_message(p), "reply_room": 1 << 16}
-        parent.send(a, message, time.monotonic() + 30)
+        parent.send(a, {**message, "problem": problem_host._problem_message(problem), "reply_room": 1 << 16},
+                    time.monotonic() + 30)
         reply = wire.recv_message(a, time.monotonic() + 30, 1 << 20, device=parent)
         assert reply["ok"] is True, reply
-        assert [torch.equal(out, c.expected["out"]) for (out,), c in zip(reply["outputs"], made.rounds, strict=True)] \
-            == [True] * 3
         wire.send_message(a, {"op": "exit"}, time.monotonic() + 5)
         server.join(10)
+        assert not server.is_alive()
+    return reply
 
 
 def test_a_hosts_device_pool_is_made_again_smaller_for_far_smaller_requests(monkeypatch):
