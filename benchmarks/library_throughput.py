@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import statistics
 import time
 from collections import Counter
@@ -168,6 +169,44 @@ def device_memory(device: str | None, gate: MemoryGate | None = None) -> dict[st
         {"records_reserved": round(gate.held / gib, 2)} if gate is not None else {})
 
 
+_NVML: list[Any] = []  # (pynvml, the device's handle), made at the first use; [None] where NVML cannot
+
+
+def memory_by_role(runner: Runner | None) -> dict[str, Any] | None:
+    """GiB each kind of process holds on the device as a record ends, by NVML (every process's use, its
+    context included): the parent, the problem hosts, the workers (with their count and the largest), and what
+    NVML names that is none of them. Where NVML's pids are not this container's (the parent is not among them):
+    the total and the count only. What the reservations miss shows here by role."""
+    if runner is None or not runner.options.device.startswith("cuda"):
+        return None
+    if not _NVML:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            from solbench.worker import device_index
+
+            _NVML.append((pynvml, pynvml.nvmlDeviceGetHandleByIndex(device_index(runner.options.device) or 0)))
+        except Exception:  # noqa: BLE001 - a diagnostic: none without NVML
+            _NVML.append(None)
+    if _NVML[0] is None:
+        return None
+    nvml, handle = _NVML[0]
+    try:
+        used = {int(p.pid): int(p.usedGpuMemory or 0) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    except Exception:  # noqa: BLE001
+        return None
+    gib = 1 << 30
+    hosts = {h.client.proc.pid for h in list(runner.hosts._all) if h.client is not None and getattr(h.client, "proc", None)}
+    parent = os.getpid()
+    if parent not in used:
+        return {"processes": len(used), "total": round(sum(used.values()) / gib, 2), "pids_visible": False}
+    workers = [b for pid, b in used.items() if pid != parent and pid not in hosts]
+    return {"parent": round(used[parent] / gib, 2), "hosts": round(sum(used.get(p, 0) for p in hosts) / gib, 2),
+            "workers": round(sum(workers) / gib, 2), "workers_n": len(workers),
+            "worker_max": round(max(workers, default=0) / gib, 2), "processes": len(used)}
+
+
 def memory_summary(gate: MemoryGate | None) -> dict[str, Any] | None:
     """The memory gate's budget and the lane-seconds records waited at it, by cause
     (:attr:`solbench.engine.pipeline.MemoryGate.waits_s`). These count the waits of records the time box stopped
@@ -224,6 +263,7 @@ class Tally:
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
                           "window": harness.get("window"), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
+                          "by_role": memory_by_role(self.runner),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
         self.stamps.append(time.perf_counter() - self.t0)
