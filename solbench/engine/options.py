@@ -76,7 +76,7 @@ class RunOptions(BaseModel):
     budget_s: float = Field(BUDGET_S, description="timing budget per workload, seconds")
     rounds: int = Field(MIN_ROUNDS, description=f"correctness rounds per workload (>= {MIN_ROUNDS}), fresh inputs each")
     warm_shapes: bool = Field(True, description="on a GPU, a candidate that may compile per shape (torch.compile, "
-                                                "Triton) is first called once on each later workload's inputs, "
+                                                "Triton) is first called once on each workload's inputs, "
                                                 "untimed and unchecked, before its first timing (solbench.engine.warm)")
     edge_rounds: bool = Field(True, description="after the timing, the edge rounds from each input's value domain "
                                                 "(large, offset, tiny, zeros, specials, layouts: solbench.engine.edge); "

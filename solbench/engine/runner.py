@@ -270,7 +270,9 @@ class Runner:
         done = 0
         try:
             self._spawn_early(slot)
-            ledger = self._warm(slot, lane) if self._warms(lane) else None  # the first record's
+            # the first record's ledger: on a GPU the worker is made ready before that record reserves its memory
+            warms = self._warms(lane)
+            ledger = self._prepare(slot, lane, warms) if self._prepares(warms) else None
             for workload in lane.workloads:
                 if stop.is_set():
                     break
@@ -300,15 +302,24 @@ class Runner:
             slot.spawn()
 
     def _warms(self, lane: Lane) -> bool:
-        """Whether the lane's worker is first called on its later workloads' inputs (:mod:`solbench.engine.warm`):
-        on a GPU (where a timed worker can no longer be locked), for a candidate that may compile per shape."""
-        return (self.options.warm_shapes and self.options.device.startswith("cuda") and len(lane.workloads) > 1
+        """Whether the lane's worker is first called on its workloads' inputs (:mod:`solbench.engine.warm`): on a GPU
+        (where a timed worker can no longer be locked), for a candidate that may compile per shape."""
+        return (self.options.warm_shapes and self.options.device.startswith("cuda") and bool(lane.workloads)
                 and compiles_per_shape(lane.candidate.path))
 
-    def _warm(self, slot: CandidateSlot, lane: Lane) -> Ledger:
-        """The lane's worker loaded and called once on each later workload's inputs, before its first timing (the
-        first workload compiles in its own rounds, before it too): the first record's ledger, the time in
-        ``warm_s``. A load that fails is left to the first record to report."""
+    def _prepares(self, warms: bool) -> bool:
+        """Whether a lane's worker is made ready before its first record (:meth:`_prepare`): on a GPU, where records
+        wait for the device's memory. On the CPU its start overlaps the first record's cases instead."""
+        return warms or self.options.device.startswith("cuda")
+
+    def _prepare(self, slot: CandidateSlot, lane: Lane, warms: bool) -> Ledger:
+        """On a GPU, before the lane's first record reserves its memory: its worker up and its candidate loaded, and
+        for a candidate that may compile per shape each workload's shape compiled (:meth:`_warms`, the time in
+        ``warm_s``). Returns the first record's ledger (the waits are in its wall); a load that fails is left to
+        the first record to report. Inside the record the start and first compile held its whole reservation (H200
+        call 30, in a pass bound by the device's memory: records waited for their workers 221 s and compiled
+        their first shapes 258 s, a fifth of the records' memory-seconds; ``bert_base.attn_softmax_mask`` b128_s512
+        held 31 GiB for a 15 s compile)."""
         ledger = slot.ledger = Ledger()
         slot.owner = f"{lane.problem.name}/{lane.workloads[0].name}/{slot.candidate.name}"
         # The worker's own memory reserved throughout: a record that must run alone waits for it (instead of
@@ -318,10 +329,10 @@ class Runner:
         except MemoryWaitStopped:  # the run stops: no record of this lane starts
             return ledger
         try:
-            if slot.ensure_worker(self.options.compile_timeout_s) is not None:
+            if slot.ensure_worker(self.options.compile_timeout_s) is not None or not warms:
                 return ledger
             with ledger.phase("warm_s"):
-                warm_shapes(slot, lane.problem, lane.workloads[1:],
+                warm_shapes(slot, lane.problem, lane.workloads,
                             lambda w: self._warm_inputs(lane.problem, w, ledger), self.options.compile_timeout_s,
                             self._stop)
         finally:

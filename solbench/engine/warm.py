@@ -1,4 +1,4 @@
-"""Shapes compiled before a worker's first timing: one untimed call on each later workload's inputs.
+"""Shapes compiled before a worker's first record: one untimed call on each workload's inputs.
 
 Why: the timer's CUPTI trace (:mod:`solbench.timing.cupti`) leaves a worker the CUDA driver will not lock
 (``cuCheckpointProcessLock``: code 801, NOT_SUPPORTED, once a process has been traced; Kineto's
@@ -8,7 +8,9 @@ workload's shape in that workload's first round, after its worker's first timing
 could lock, so every window of the run waited for the compile to end, and every other lane waited behind the
 window (H200 call 24: during 50 of the 70 s a timing waited with no window held). Called on every later
 workload's inputs while the worker has not been timed yet, it compiles them while another lane's window can
-still lock it (call 25: a timing waited 0.28 s for its window at the median, 0.99 s before).
+still lock it (call 25: a timing waited 0.28 s for its window at the median, 0.99 s before). The first
+workload's shape too: compiled in its first round, it held that record's whole memory reservation meanwhile
+(call 30: a tenth of the records' memory-seconds, in a pass bound by the device's memory).
 
 Best effort, and nothing is judged from it: the outputs are not checked (the records' rounds do that, on
 their own inputs), a workload whose inputs do not fit beside the records in flight now is left to its first

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import solbench
 from solbench.data.problem import load_problem
 from solbench.engine.ledger import phase_total
+from solbench.engine.pipeline import record_bytes
 from solbench.engine.runner import PlanItem, Runner
 from solbench.engine.warm import compiles_per_shape, warm_shapes
 from solbench.worker import WorkerFailure
@@ -124,10 +126,11 @@ def test_a_stopped_run_warms_nothing():
     assert client.headers == []
 
 
-def test_a_lane_that_warms_calls_its_later_workloads_before_its_first_timing(tmp_path, monkeypatch):
+def test_a_lane_that_warms_calls_every_workload_before_its_first_record(tmp_path, monkeypatch):
     """On a GPU for a candidate that compiles per shape (here forced on the CPU): the lane's worker is loaded
-    and called on the second workload's inputs, a shared long request of its pid, before any timing window;
-    the first record accounts for the time (``warm_s``) and both records pass."""
+    and called on each workload's inputs, the first one's too (its compile then holds no record's memory), shared
+    long requests of its pid, before any record reserves its memory and before any timing window; the first
+    record accounts for the time (``warm_s``) and both records pass."""
     options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=0,
                                   in_flight=1)
     runner = Runner(options, tmp_path / "r.jsonl")
@@ -142,9 +145,18 @@ def test_a_lane_that_warms_calls_its_later_workloads_before_its_first_timing(tmp
         return inputs
 
     monkeypatch.setattr(runner, "_make_inputs", spy)
+    reserved: list[tuple[float, int]] = []  # (when the record's memory was reserved, its bytes)
+    acquire = runner.memory.acquire
+
+    def noted(nbytes, *a, **k):
+        held = acquire(nbytes, *a, **k)
+        reserved.append((time.monotonic(), nbytes))
+        return held
+
+    monkeypatch.setattr(runner.memory, "acquire", noted)
     problem = load_problem(TINY / "scaled_add")
     records = runner.run([PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))])
-    assert lanes == ["honest"] and made == [("n32", (32, 64))]
+    assert lanes == ["honest"] and made == [("n4", (4, 64)), ("n32", (32, 64))]
     assert [(r.workload, r.status) for r in records] == [("n4", "PASSED"), ("n32", "PASSED")]
     first, second = (r.harness for r in records)
     assert first["warm_s"] > 0 and "warm_s" not in second
@@ -152,6 +164,35 @@ def test_a_lane_that_warms_calls_its_later_workloads_before_its_first_timing(tmp
     intervals = runner.gate.intervals
     warm = [i for i in intervals if i.kind == "warm"]
     windows = [i for i in intervals if i.exclusive]
-    assert len(warm) == 1 and warm[0].pid is not None and windows
-    assert warm[0].end <= min(w.start for w in windows)
+    assert len(warm) == 2 and all(w.pid is not None for w in warm) and windows
+    assert max(w.end for w in warm) <= min(w.start for w in windows)
+    first_record = min(t for t, nbytes in reserved if nbytes == record_bytes(problem, problem.workloads[0], 3, "cpu"))
+    assert max(w.end for w in warm) <= first_record  # the first shape compiled before its record held memory
     assert runner.memory.held == 0  # every reservation given back
+
+
+def test_a_prepared_lane_loads_its_worker_before_its_first_record_reserves_memory(tmp_path, monkeypatch):
+    """On a GPU (here forced on the CPU) a lane that compiles nothing per shape still has its worker up and its
+    candidate loaded before its first record's reservation: the start and import hold no record's memory."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=0,
+                                  in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    monkeypatch.setattr(runner, "_warms", lambda lane: False)
+    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    reserved: list[tuple[float, int]] = []
+    acquire = runner.memory.acquire
+
+    def noted(nbytes, *a, **k):
+        reserved.append((time.monotonic(), nbytes))  # when the reservation was asked for
+        return acquire(nbytes, *a, **k)
+
+    monkeypatch.setattr(runner.memory, "acquire", noted)
+    problem = load_problem(TINY / "scaled_add")
+    records = runner.run([PlanItem(problem, problem.workloads[:2], describe_candidates([CANDIDATES / "honest.py"]))])
+    assert [(r.workload, r.status) for r in records] == [("n4", "PASSED"), ("n32", "PASSED")]
+    first = records[0].harness
+    assert "warm_s" not in first and first["load_s"] > 0
+    assert phase_total(first) == pytest.approx(first["wall_s"], rel=0.05)
+    load = [i for i in runner.gate.intervals if i.kind == "load"]
+    asked = min(t for t, nbytes in reserved if nbytes == record_bytes(problem, problem.workloads[0], 3, "cpu"))
+    assert len(load) == 1 and load[0].end <= asked
