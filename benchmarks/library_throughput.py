@@ -101,9 +101,14 @@ def phase_totals(rows: list[dict[str, Any]]) -> dict[str, float]:
     return totals
 
 
+# A record's phases before it reserves its memory: the wait for it, and on a GPU its lane's worker start, load and
+# warm-up (solbench.engine.runner.Runner._prepare; a retry's fresh worker starts inside, rarely).
+OUTSIDE_RESERVATION = frozenset({"memory_wait_s", "warm_s", "worker_wait_s", "load_s"})
+
+
 def memory_seconds(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     """GiB-seconds of the records' memory reservations by phase (each row's ``reserved_gib``, a first attempt's, times
-    its phases; the wait for memory, which holds none, left out), largest first: in a pass bound by the device's memory, what the
+    its phases; those before its reservation, ``OUTSIDE_RESERVATION``, left out), largest first: in a pass bound by the device's memory, what the
     reservations are held for. Over the budget it is the least wall that memory allows (H200 call 30: 15,400
     GiB-s, 197 s of 78 GiB, in a 365 s pass)."""
     rows = [r for r in rows if r.get("reserved_gib")]
@@ -112,7 +117,7 @@ def memory_seconds(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     out: dict[str, float] = {}
     for r in rows:
         for name, seconds in r["phases"].items():
-            if name != "memory_wait_s":
+            if name not in OUTSIDE_RESERVATION:
                 out[name] = out.get(name, 0.0) + r["reserved_gib"] * seconds
     return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
