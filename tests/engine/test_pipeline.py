@@ -1010,3 +1010,54 @@ def test_the_memory_gate_charges_each_wait_to_its_cause():
     assert 0.4 <= waits["budget"] < 2 and 0.4 <= waits["device_free"] < 2
     assert 0.4 <= waits["alone"] < 2 and 0.4 <= waits["behind_alone"] < 2
     assert memory.held == 0
+
+
+# --- the library pass's own summary (benchmarks/library_throughput.py) ------------------------------
+
+def _library_pass_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("library_throughput", HERE.parent / "benchmarks" /
+                                                  "library_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_library_pass_counts_memory_seconds_inside_the_reservations_only():
+    """GiB reserved x seconds, by phase, over the records: the phases before a record's reservation (its wait for
+    memory, its lane's worker start, load and warm-up) hold none of it."""
+    bench = _library_pass_module()
+    rows = [{"reserved_gib": 2.0, "phases": {"rounds_s": 1.5, "memory_wait_s": 9.0, "warm_s": 4.0, "cases_s": 0.5}},
+            {"reserved_gib": 10.0, "phases": {"rounds_s": 0.1, "worker_wait_s": 3.0, "load_s": 1.0,
+                                              "device_wait_s": 2.0}},
+            {"reserved_gib": None, "phases": {"rounds_s": 50.0}}]  # a record the plan gives no size: left out
+    assert bench.memory_seconds(rows) == {"device_wait_s": 20.0, "rounds_s": 4.0, "cases_s": 1.0}
+    assert bench.memory_seconds([]) is None
+
+
+def test_the_library_pass_rewrites_its_summary_at_most_every_few_seconds(tmp_path, monkeypatch):
+    """A record after a recent write leaves the file as it was; one after ``SUMMARY_EVERY_S`` rewrites it, and the
+    run's end writes it whatever the time."""
+    from types import SimpleNamespace
+
+    bench = _library_pass_module()
+    now = [100.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
+    out = tmp_path / "summary.json"
+    tally = bench.Tally(out, {"device": "cpu"})
+
+    def record(n):
+        return SimpleNamespace(problem="p", workload=f"w{n}", solution="c", status="PASSED", bytes=1, harness={"wall_s": 1.0},
+                               timing={"samples_s": [0.1]}, device_index=None, host=None)
+
+    tally.record(record(1))
+    assert json.loads(out.read_text())["records"] == 1
+    now[0] += bench.SUMMARY_EVERY_S / 2
+    tally.record(record(2))
+    assert json.loads(out.read_text())["records"] == 1  # too soon: the summary of one record stays
+    now[0] += bench.SUMMARY_EVERY_S
+    tally.record(record(3))
+    assert json.loads(out.read_text())["records"] == 3
+    tally.record(record(4))
+    assert tally.write(complete=True)["records"] == 4 and json.loads(out.read_text())["records"] == 4
