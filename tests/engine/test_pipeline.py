@@ -1061,3 +1061,22 @@ def test_the_library_pass_rewrites_its_summary_at_most_every_few_seconds(tmp_pat
     assert json.loads(out.read_text())["records"] == 3
     tally.record(record(4))
     assert tally.write(complete=True)["records"] == 4 and json.loads(out.read_text())["records"] == 4
+
+
+def test_the_memory_bound_is_the_reservations_gib_seconds_over_the_budget():
+    """benchmarks/memory_bound.py: each record's reservation times the seconds it held it (its phases before the
+    reservation left out), over the budget; the library's records held as long as the read ones of their size."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("memory_bound", HERE.parent / "benchmarks" / "memory_bound.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    records = [{"problem": "a", "workload": "w", "harness": {"rounds_s": 2.0, "memory_wait_s": 50.0, "warm_s": 9.0}},
+               {"problem": "b", "workload": "w", "harness": {"rounds_s": 1.0, "device_wait_s": 3.0}},
+               {"problem": "gone", "workload": "w", "harness": {"rounds_s": 7.0}}]  # not in the plan: left out
+    sizes = {("a", "w"): 1.0, ("b", "w"): 10.0, ("c", "w"): 12.0}
+    got = bench.bound(records, sizes, budget_gib=2.0, library_pass=_library_pass_module())
+    assert got["records"] == 2 and got["gib_s"] == 42 and got["wall_bound_s"] == 21.0  # 1 x 2 + 10 x (1 + 3)
+    assert got["by_phase"] == {"device_wait_s": 30, "rounds_s": 12}
+    # a: 1 GiB, held like the read 1 GiB record (2 s); b and c: like the 10 GiB one (4 s); two candidates each
+    assert got["library"] == {"records": 6, "gib_s": 2 * (1 * 2 + 10 * 4 + 12 * 4), "wall_bound_s": 90.0}
