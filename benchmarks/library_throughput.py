@@ -46,8 +46,6 @@ from solbench.engine.ledger import PHASES
 from solbench.engine.options import dispatched
 from solbench.engine.pipeline import (
     CACHE_SHARE,
-    MEMORY_SHARE_CPU,
-    MEMORY_SHARE_CUDA,
     MemoryGate,
     memory_budget,
     record_bytes,
@@ -219,7 +217,7 @@ def memory_by_role(runner: Runner | None) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001
         return None
     gib = 1 << 30
-    hosts = {h.client.proc.pid for h in list(runner.hosts._all) if h.client is not None and getattr(h.client, "proc", None)}
+    hosts = runner.hosts.pids()
     parent = os.getpid()
     if parent not in used:
         return {"processes": len(used), "total": round(sum(used.values()) / gib, 2), "pids_visible": False}
@@ -266,9 +264,6 @@ class Tally:
         self._written = self._intervals_written = float("-inf")  # when the summary and the holds were last written
         self.reserved: dict[tuple[str, str], float] = {}  # GiB a record of (problem, workload) reserves, by the plan
 
-    def reserved_gib(self, problem: str, workload: str) -> float | None:
-        return self.reserved.get((problem, workload))
-
     def begin(self, total: int) -> None:
         self.meta["records_planned"] = total
         self.write(complete=False)
@@ -288,7 +283,7 @@ class Tally:
                           "status": record.status, "bytes": record.bytes, "bucket": bucket(record.bytes),
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
-                          "reserved_gib": self.reserved_gib(record.problem, record.workload),
+                          "reserved_gib": self.reserved.get((record.problem, record.workload)),
                           "window": harness.get("window"), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
                           "by_role": memory_by_role(self.runner),
                           "device_index": record.device_index, "host": record.host})
@@ -367,10 +362,9 @@ def tune_memory(runner: Runner, share: float | None) -> None:
     available memory on the CPU), split between the records in flight and the cases kept, as the run splits it."""
     if share is None:
         return
-    total = memory_budget(runner.options.device) / (MEMORY_SHARE_CUDA if runner.options.device.startswith("cuda")
-                                                    else MEMORY_SHARE_CPU)
-    runner.memory.budget = int(total * share * (1 - CACHE_SHARE))
-    runner.cases.cap_bytes = int(total * share * CACHE_SHARE)
+    budget = memory_budget(runner.options.device, share)
+    runner.memory.budget = int(budget * (1 - CACHE_SHARE))
+    runner.cases.cap_bytes = int(budget * CACHE_SHARE)
 
 
 def arguments() -> argparse.Namespace:

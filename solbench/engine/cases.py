@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,13 +84,20 @@ def _call_reference(ref_fn: Callable[..., Any], axes: dict[str, int], inputs: di
 def reference_outputs(problem: Problem, axes: dict[str, int], ref_fn: Callable[..., Any],
                       inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the reference on pristine copies; check its outputs against the declaration."""
-    try:
+    with _reference_errors(problem):
         result = _call_reference(ref_fn, axes, inputs)
+    return checked_outputs(problem, axes, result)
+
+
+@contextmanager
+def _reference_errors(problem: Problem) -> Iterator[None]:
+    """What the reference raises as one problem error (the problem's own code, not a candidate's)."""
+    try:
+        yield
     except ProblemError:
         raise
-    except Exception as err:  # the problem's own code: a problem error, not a candidate's
+    except Exception as err:
         raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
-    return checked_outputs(problem, axes, result)
 
 
 def checked_outputs(problem: Problem, axes: dict[str, int], result: Any) -> dict[str, Any]:
@@ -135,12 +143,8 @@ def reference_outputs_many(problem: Problem, axes: dict[str, int], ref_fn: Calla
     device = next((str(v.device) for i in inputs for v in i.values() if hasattr(v, "device")), "cpu")
     out = []
     for chunk in _chunks(inputs, batch_calls(problem, axes)):
-        try:
+        with _reference_errors(problem):
             results = ref_fn.outputs_many(axes, [list(i.values()) for i in chunk], device)
-        except ProblemError:
-            raise
-        except Exception as err:  # the problem's own code: a problem error, not a candidate's
-            raise ProblemError([f"{problem.name}: the reference raised {type(err).__name__}: {err}"]) from None
         out += [checked_outputs(problem, axes, tuple(r)) for r in results]
     return out
 

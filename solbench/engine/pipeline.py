@@ -267,15 +267,16 @@ class MemoryGate:
             self._cond.notify_all()
 
 
-def memory_budget(device: str) -> int:
-    """The bytes the records in flight may hold (a share of the device's memory, or of the host's)."""
+def memory_budget(device: str, share: float | None = None) -> int:
+    """The bytes the records in flight may hold: ``share`` of the device's memory, or of the host's available
+    memory on the CPU (by default ``MEMORY_SHARE_CUDA``, ``MEMORY_SHARE_CPU``)."""
     if device.startswith("cuda"):
         import torch
 
-        return int(torch.cuda.mem_get_info()[1] * MEMORY_SHARE_CUDA)
+        return int(torch.cuda.mem_get_info()[1] * (MEMORY_SHARE_CUDA if share is None else share))
     from solbench.engine.cases import available_memory
 
-    return int(available_memory("cpu") * MEMORY_SHARE_CPU)
+    return int(available_memory("cpu") * (MEMORY_SHARE_CPU if share is None else share))
 
 
 def compact_allocator() -> None:

@@ -454,6 +454,12 @@ class HostPool:
         with self._cond:
             return self._gone + sum(h.starts for h in self._all)
 
+    def pids(self) -> set[int]:
+        """The processes of the pool's hosts running now."""
+        with self._cond:
+            return {h.client.proc.pid for h in self._all
+                    if h.client is not None and getattr(h.client, "proc", None) is not None}
+
     def close_idle(self) -> None:
         """Stop the hosts no lane holds now (their device memory back; a later request starts one again)."""
         with self._cond:
