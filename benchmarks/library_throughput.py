@@ -367,6 +367,17 @@ def tune_memory(runner: Runner, share: float | None) -> None:
     runner.cases.cap_bytes = int(budget * CACHE_SHARE)
 
 
+def share(text: str) -> float:
+    """``--memory-share``: a fraction in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share of the device's memory: give one in (0, 1], e.g. 0.7")
+    return value
+
+
 def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="results/h200/library_throughput.json")
@@ -385,7 +396,7 @@ def arguments() -> argparse.Namespace:
                     help="after a window, how long the untimed work runs before the next timing, s")
     ap.add_argument("--gate-fair", action="store_true",
                     help="phase-fair: a request that waited through a window starts before the next timing")
-    ap.add_argument("--memory-share", type=float, default=None,
+    ap.add_argument("--memory-share", type=share, default=None,
                     help="share of the device's memory the records in flight and kept cases may hold (default: the engine's)")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")

@@ -19,13 +19,12 @@ import argparse
 import importlib.util
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 from solbench.api import plan_run
-from solbench.data.library import problems_root
-from solbench.data.problem import find_problems
-from solbench.data.results import read_records
+from solbench.data import find_problems, problems_root, read_records
 from solbench.engine.ledger import PHASES
 from solbench.engine.pipeline import record_bytes
 
@@ -87,7 +86,10 @@ def main() -> None:
     args = ap.parse_args()
     records, warnings = read_records(args.records)
     for w in warnings:
-        print(w)
+        print(w, file=sys.stderr)
+    if not records:
+        raise SystemExit(f"memory_bound: no record read from {' '.join(args.records)}; name a library pass's records "
+                         "(.jsonl or .jsonl.gz)")
     plan = plan_run(find_problems(problems_root(None)))
     sizes = {(i.problem.name, w.name): record_bytes(i.problem, w, args.rounds, "cuda", H200_L2_BYTES) / GIB
              for i in plan for w in i.workloads}
