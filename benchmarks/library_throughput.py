@@ -134,6 +134,7 @@ def gate_summary(gate: DeviceGate | None, wall: float) -> dict[str, Any] | None:
             "unlock_failures": gate.unlock_failures,
             "lock_refusals": dict(getattr(gate.lock, "refusals", {})),  # the driver's codes, by count
             "refused_kinds": dict(gate.refused_kinds),  # the refused holds' kinds (* long)
+            "waits_s": {k: round(v, 2) for k, v in gate.waits_s.items()},  # device_wait_s by cause
             "shared_by_kind": shared_by_kind(gate.intervals)}
 
 

@@ -381,6 +381,9 @@ class Harness(HarnessPhases):
     wall_s: float | None = _f("the record's whole wall time (the phases add up to it)")
     first_call_s: float | None = _f("the first call (part of rounds_s)")
     worker_start_s: float | None = _f("the worker's whole start (mostly before this record began)")
+    prepared_ahead_s: float | None = _f("a lane's first record: its worker started, loaded and its shapes compiled "
+                                        "ahead, off the lane, before the record began (solbench.engine.ahead; not a "
+                                        "phase of wall_s)")
     edge_prepare_s: float | None = _f("making the edge rounds' inputs and references (part of cases_s)")
     jit_cache_restored_bytes: int | None = _f("bytes of JIT caches restored for the worker's first record")
     window: WindowParts | None = _f("where the timing window (the device held alone) went")

@@ -135,6 +135,9 @@ class DeviceGate:
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's shared hold (a _Hold), while it has one
         self.intervals: list[Interval] = []
+        # Seconds the holders waited, by cause: a timing for its window ("timing"), untimed work for the gate
+        # ("untimed"), a hold whose process was locked for another's window ("locked"): what ``device_wait_s`` sums.
+        self.waits_s = {"timing": 0.0, "untimed": 0.0, "locked": 0.0}
 
     def _may_read(self, long: bool, seen: int) -> bool:
         if self._writer:
@@ -173,8 +176,7 @@ class DeviceGate:
         hold = _Hold(Interval(owner, kind, 0.0, 0.0, False, pid), long, 0.0, sink)
         self._enter_shared(hold)
         hold.start = time.monotonic()
-        if sink is not None:
-            sink.wait("device_wait_s", hold.start - waited)
+        self._charge(sink, "untimed", hold.start - waited)
         outer, self._local.hold = getattr(self._local, "hold", None), hold
         try:
             yield
@@ -241,8 +243,7 @@ class DeviceGate:
             waited = time.monotonic()
             self._enter_shared(hold)
             hold.start = time.monotonic()
-            if hold.sink is not None:
-                hold.sink.wait("device_wait_s", hold.start - waited)
+            self._charge(hold.sink, "untimed", hold.start - waited)
 
     @contextmanager
     def exclusive(self, owner: str, kind: str = "time", *, pid: int | None = None,
@@ -366,8 +367,8 @@ class DeviceGate:
             with self._cond:
                 now = time.monotonic()
                 for hold in group:
-                    if hold.sink is not None and hold.locked_at:
-                        hold.sink.wait("device_wait_s", now - hold.locked_at)
+                    if hold.locked_at:
+                        self._charge(hold.sink, "locked", now - hold.locked_at)
                     hold.start, hold.locked, hold.locked_at = now, False, 0.0
                 self._cond.notify_all()
 
@@ -388,8 +389,7 @@ class DeviceGate:
     def _held(self, what: Interval, waited: float, sink: WaitSink | None, leave: Callable[[], None]) -> Iterator[None]:
         """The hold itself: the wait charged to ``sink``, the gate left (``leave``) and the interval logged."""
         start = time.monotonic()
-        if sink is not None:
-            sink.wait("device_wait_s", start - waited)
+        self._charge(sink, "timing", start - waited)
         try:
             yield
         finally:
@@ -398,6 +398,13 @@ class DeviceGate:
                 leave()
                 self._cond.notify_all()
             self._log(dataclasses.replace(what, start=start, end=end))
+
+    def _charge(self, sink: WaitSink | None, cause: str, seconds: float) -> None:
+        """A holder's wait: to its record (``device_wait_s``) and to the gate's totals by cause."""
+        if sink is not None:
+            sink.wait("device_wait_s", seconds)
+        with self._lock:
+            self.waits_s[cause] += max(seconds, 0.0)
 
     def _log(self, interval: Interval) -> None:
         with self._lock:

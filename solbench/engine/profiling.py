@@ -412,6 +412,8 @@ class ProfilingRunner(Runner):
     report (shared) and the export, and the guarded worker's exit (shared), run while the next pair
     starts, before that pair's timing."""
 
+    prepares_ahead = False  # its pairs' workers under ncu are started ahead by this class
+
     def __init__(self, options, output, settings: ProfileSettings, progress=None):  # type: ignore[no-untyped-def]
         kwargs = {"progress": progress} if progress is not None else {}
         super().__init__(options, output, **kwargs)

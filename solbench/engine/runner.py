@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from solbench.data import (
     HardwareSpec,
@@ -45,12 +45,13 @@ from solbench.data import (
     append_record_checked,
     make_inputs,
 )
+from solbench.engine.ahead import PREPARE_AHEAD, Preparations
 from solbench.engine.bytecode import prime_bytecode
 from solbench.engine.cases import WorkloadCases, derive_seed, prepare_cases
 from solbench.engine.environment import collect_environment, cpu_count, device_name
 from solbench.engine.evaluation import CandidateSlot, EvaluationContext, evaluate, without_harness_root
 from solbench.engine.identity import RunIdentity
-from solbench.engine.ledger import Ledger
+from solbench.engine.ledger import PHASES, Ledger
 from solbench.engine.options import GUARDS_OFF_FLAG, RunOptions, resolve_transport, timing_config
 from solbench.engine.pipeline import (
     CACHE_SHARE,
@@ -148,6 +149,9 @@ class Runner:
     progress: Progress = field(default_factory=NullProgress)
     identity: RunIdentity | None = None  # None: a new one (the options' seed, else a secret random one)
     hooks: list[RecordHook] = field(default_factory=list)
+    # Whether the next lanes' workers are made ready ahead on a GPU (solbench.engine.ahead); the profiler's pairs
+    # start their workers under Nsight Compute their own way.
+    prepares_ahead: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.spec, self.roof_kind = resolve_spec(self.options.device, self.options.gpu)
@@ -177,6 +181,10 @@ class Runner:
         self._prestarted: dict[tuple[str, str], CandidateSlot] = {}  # workers started ahead, by lane
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
         self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
+        # The next lanes' workers loaded and warmed ahead, off the lanes' threads (solbench.engine.ahead): on a GPU,
+        # where lanes make their workers ready before their first record.
+        ahead = PREPARE_AHEAD if self.prepares_ahead and self.options.device.startswith("cuda") and self.in_flight > 1 else 0
+        self._preparations = Preparations(ahead)
         # The problems' own code (generators, references, cost hooks) runs in sandboxed hosts
         # (solbench.engine.problem_host), a pool of them lent to the lanes making cases, each started on
         # first use and kept for the run (stopped when it ends, or at exit).
@@ -217,6 +225,7 @@ class Runner:
                 self._run_lanes(lanes_of(plan))
             finally:
                 self.discard_started()
+                self._preparations.close()
                 self.close_hosts()
         self._raise_not_run(before)
         return self.records
@@ -263,16 +272,14 @@ class Runner:
         """One candidate over its workloads on one worker (a fresh one after any failure)."""
         if self.options.device.startswith("cuda"):
             self._use_device()  # this thread's current device: the run's
-        slot = self._slot(lane.candidate, lane.problem)
-        slot.gate = self.gate
-        with self._lock:
+        with self._lock:  # taken and made active at once: a timing window never misses its worker (_pause_others)
+            slot = self._slot(lane.candidate, lane.problem)
+            slot.gate = self.gate
             self._active[id(slot)] = slot
         done = 0
         try:
             self._spawn_early(slot)
-            # the first record's ledger: on a GPU the worker is made ready before that record reserves its memory
-            warms = self._warms(lane)
-            ledger = self._prepare(slot, lane, warms) if self._prepares(warms) else None
+            ledger = self._first_ledger(slot, lane)
             for workload in lane.workloads:
                 if stop.is_set():
                     break
@@ -307,12 +314,46 @@ class Runner:
         return (self.options.warm_shapes and self.options.device.startswith("cuda") and bool(lane.workloads)
                 and compiles_per_shape(lane.candidate.path))
 
+    def _first_ledger(self, slot: CandidateSlot, lane: Lane) -> Ledger | None:
+        """The lane's first record's ledger: on a GPU its worker is made ready before that record reserves its memory,
+        ahead on another thread (:meth:`_prepare_ahead`: the wait for it is this ledger's ``worker_wait_s``) or here
+        (:meth:`_prepare`, also where the preparation ahead did not end with the worker ready)."""
+        ledger = None
+        prep = self._preparations.take(_key(lane))
+        if prep is not None:
+            ledger = Ledger()
+            began = time.monotonic()
+            ready = prep.result()
+            ledger.wait("worker_wait_s", time.monotonic() - began)
+            if ready and slot.state == "ready":
+                return ledger
+        warms = self._warms(lane)
+        return self._prepare(slot, lane, warms, ledger) if self._prepares(warms) else ledger
+
+    def _prepare_ahead(self, slot: CandidateSlot, lane: Lane, cancel: threading.Event) -> bool:
+        """A lane's worker made ready on a thread of :attr:`_preparations` before the lane begins (:meth:`_prepare`),
+        its device pool and cached memory then given back (it may wait a while); True when it is ready. The phases
+        it took belong to no record's wall: the first record's harness has their sum as ``prepared_ahead_s``."""
+        if cancel.is_set() or slot.state == "none":
+            return False
+        began = time.monotonic()
+        self._use_device()  # this thread's current device: the run's
+        slot.gate = self.gate
+        self._prepare(slot, lane, self._warms(lane), stop=cancel)
+        if cancel.is_set() or slot.state != "ready":
+            return False
+        slot.release_pool()
+        slot.startup = {k: v for k, v in slot.startup.items() if k not in PHASES}
+        slot.startup["prepared_ahead_s"] = time.monotonic() - began
+        return slot.state == "ready"
+
     def _prepares(self, warms: bool) -> bool:
         """Whether a lane's worker is made ready before its first record (:meth:`_prepare`): on a GPU, where records
         wait for the device's memory. On the CPU its start overlaps the first record's cases instead."""
         return warms or self.options.device.startswith("cuda")
 
-    def _prepare(self, slot: CandidateSlot, lane: Lane, warms: bool) -> Ledger:
+    def _prepare(self, slot: CandidateSlot, lane: Lane, warms: bool, ledger: Ledger | None = None,
+                 stop: threading.Event | None = None) -> Ledger:
         """On a GPU, before the lane's first record reserves its memory: its worker up and its candidate loaded, and
         for a candidate that may compile per shape each workload's shape compiled (:meth:`_warms`, the time in
         ``warm_s``). Returns the first record's ledger (the waits are in its wall); a load that fails is left to
@@ -320,7 +361,7 @@ class Runner:
         call 30, in a pass bound by the device's memory: records waited for their workers 221 s and compiled
         their first shapes 258 s, a fifth of the records' memory-seconds; ``bert_base.attn_softmax_mask`` b128_s512
         held 31 GiB for a 15 s compile)."""
-        ledger = slot.ledger = Ledger()
+        ledger = slot.ledger = ledger or Ledger()
         slot.owner = f"{lane.problem.name}/{lane.workloads[0].name}/{slot.candidate.name}"
         # The worker's own memory reserved throughout: a record that must run alone waits for it (instead of
         # stopping this worker, which holds no record's reservation, as an idle one).
@@ -334,7 +375,7 @@ class Runner:
             with ledger.phase("warm_s"):
                 warm_shapes(slot, lane.problem, lane.workloads,
                             lambda w: self._warm_inputs(lane.problem, w, ledger), self.options.compile_timeout_s,
-                            self._stop)
+                            stop or self._stop)
         finally:
             self.memory.release(held)
         return ledger
@@ -546,7 +587,12 @@ class Runner:
         (problem name, candidate path) keys)."""
         with self._lock:
             gone = [self._prestarted.pop(k) for k in [k for k in self._prestarted if k not in keep]]
+        cancelled = self._preparations.cancel(keep)
         for slot in gone:
+            slot.retire()
+        for prep in cancelled:  # its requests fail once its worker is stopped
+            prep.result()
+        for slot in gone:  # one a preparation started again meanwhile
             slot.retire()
 
     def _pause_others(self, timed: int | None) -> Callable[[], None]:
@@ -594,6 +640,16 @@ class Runner:
                 if key not in self._prestarted:
                     self._prestarted[key] = self._slot(lane.candidate, lane.problem)
                 self._prestarted[key].spawn()
+            self._prepare_next(lanes)
+
+    def _prepare_next(self, lanes: list[Lane]) -> None:
+        """Ask for the first lanes not begun to be made ready ahead (those whose workers were started ahead), as
+        many as :attr:`_preparations` runs at once."""
+        with self._lock:
+            for lane in [lane for lane in lanes if _key(lane) not in self._begun][:self._preparations.workers]:
+                slot = self._prestarted.get(_key(lane))
+                if slot is not None:
+                    self._preparations.ask(_key(lane), lambda cancel, s=slot, ln=lane: self._prepare_ahead(s, ln, cancel))
 
     def _run_one(self, slot: CandidateSlot, cases: WorkloadCases, roof: RooflinePoint) -> ResultRecord:
         opts = self.options

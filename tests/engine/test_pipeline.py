@@ -252,6 +252,47 @@ def test_the_time_a_request_was_locked_is_charged_to_its_record_as_a_wait_for_th
     assert ledger.phases["rounds_s"] + ledger.phases["device_wait_s"] == pytest.approx(ledger.wall(), abs=0.02)
 
 
+def test_the_gate_totals_each_wait_by_its_cause_and_they_sum_to_what_the_records_were_charged():
+    """A timing that waited for an untimed request ("timing"), a request that waited through the window ("untimed")
+    and one whose worker was locked for it ("locked"): each counted once in ``waits_s``, and together they are the
+    ``device_wait_s`` charged to the records."""
+    gate, locks, done = DeviceGate(), _FakeLocks(), threading.Event()
+    gate.lock = locks
+    locked, blocked, timed = Ledger(), Ledger(), Ledger()
+
+    def awaited() -> None:
+        with gate.shared("round", "round", pid=111, sink=locked), gate.awaiting_worker():
+            done.wait(5)
+
+    def check() -> None:  # the parent's own device work: it cannot be locked, the timing waits for it
+        with gate.shared("check", "check", sink=blocked):
+            time.sleep(0.1)
+
+    first, second = threading.Thread(target=awaited), threading.Thread(target=check)
+    first.start()
+    second.start()
+    time.sleep(0.02)
+    with gate.exclusive("timer", pid=222, sink=timed):
+        later = Ledger()
+
+        def after() -> None:
+            with gate.shared("late", "check", sink=later):
+                pass
+
+        late = threading.Thread(target=after)
+        late.start()
+        time.sleep(0.2)
+    done.set()
+    for t in (first, second, late):
+        t.join()
+    waits = gate.waits_s
+    assert 0.05 <= waits["timing"] <= 0.15 and timed.phases["device_wait_s"] == pytest.approx(waits["timing"], abs=0.01)
+    assert 0.19 <= waits["locked"] <= 0.3 and locked.phases["device_wait_s"] == pytest.approx(waits["locked"], abs=0.01)
+    assert 0.17 <= waits["untimed"] <= 0.3 and later.phases["device_wait_s"] == pytest.approx(waits["untimed"], abs=0.01)
+    charged = sum(ledger.phases.get("device_wait_s", 0.0) for ledger in (locked, blocked, timed, later))
+    assert sum(waits.values()) == pytest.approx(charged)
+
+
 def test_when_one_of_several_processes_refuses_the_lock_the_others_are_unlocked_and_it_is_waited_for():
     gate, done, left = DeviceGate(), threading.Event(), []
 

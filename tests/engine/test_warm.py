@@ -196,3 +196,64 @@ def test_a_prepared_lane_loads_its_worker_before_its_first_record_reserves_memor
     load = [i for i in runner.gate.intervals if i.kind == "load"]
     asked = min(t for t, nbytes in reserved if nbytes == record_bytes(problem, problem.workloads[0], 3, "cpu"))
     assert len(load) == 1 and load[0].end <= asked
+
+
+def test_the_next_lane_is_made_ready_ahead_while_the_lane_before_it_runs(tmp_path, monkeypatch):
+    """On a GPU (here forced on the CPU, with a preparation thread) the next lane's worker is loaded and warmed on
+    another thread while the lane before it runs its records: the warm-up calls of the second lane's worker end
+    before that lane begins, its first record has them as ``prepared_ahead_s`` (no ``warm_s`` or ``load_s`` of its
+    own: its phases still add up to its wall), and every record passes."""
+    from solbench.engine.ahead import Preparations
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=2,
+                                  in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    runner._preparations = Preparations(1)
+    monkeypatch.setattr(runner, "_warms", lambda lane: True)
+    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    begun: dict[str, float] = {}
+    first_ledger = runner._first_ledger
+
+    def noted(slot, lane):
+        begun[lane.candidate.name] = time.monotonic()
+        return first_ledger(slot, lane)
+
+    monkeypatch.setattr(runner, "_first_ledger", noted)
+    problem = load_problem(TINY / "scaled_add")
+    candidates = describe_candidates([CANDIDATES / "honest.py", CANDIDATES / "noisy.py"])
+    records = runner.run([PlanItem(problem, problem.workloads[:2], candidates)])
+    assert [(r.solution, r.status) for r in records] == [("honest", "PASSED")] * 2 + [("noisy", "PASSED")] * 2
+    first, ahead = records[0].harness, records[2].harness
+    assert first["warm_s"] > 0 and "prepared_ahead_s" not in first
+    assert ahead["prepared_ahead_s"] > 0 and "warm_s" not in ahead and "load_s" not in ahead
+    for harness in (first, ahead):
+        assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
+    pids = {i.pid for i in runner.gate.intervals if i.kind == "warm"}
+    assert len(pids) == 2  # each lane's own worker warmed
+    second = [i for i in runner.gate.intervals if i.kind == "warm" and i.owner.endswith("/noisy")]
+    assert len(second) == 2 and max(i.end for i in second) <= begun["noisy"]
+    honest_windows = [i for i in runner.gate.intervals if i.exclusive and i.owner.endswith("/honest")]
+    assert min(i.start for i in second) < max(i.end for i in honest_windows)  # while the lane before it ran
+    assert runner.memory.held == 0
+
+
+def test_a_run_that_ends_cancels_the_preparations_ahead_and_stops_their_workers(tmp_path, monkeypatch):
+    """Lanes that will not run (the run stopped after its first lane) leave no preparation and no worker: the one
+    being made ready ahead is cancelled and its worker stopped, and the run returns."""
+    from solbench.engine.ahead import Preparations
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=2,
+                                  in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    runner._preparations = Preparations(1)
+    monkeypatch.setattr(runner, "_warms", lambda lane: True)
+    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    emit = runner._emit
+    monkeypatch.setattr(runner, "_emit", lambda record, ledger: (emit(record, ledger), runner.stop()))
+    problem = load_problem(TINY / "scaled_add")
+    candidates = describe_candidates([CANDIDATES / "honest.py", CANDIDATES / "noisy.py"])
+    records = runner.run([PlanItem(problem, problem.workloads[:2], candidates)])
+    assert [(r.solution, r.workload) for r in records] == [("honest", "n4")]
+    assert "honest" not in str(runner._prestarted) and not runner._prestarted
+    assert ("scaled_add", str(CANDIDATES / "noisy.py")) not in runner._preparations
+    assert runner.memory.held == 0
