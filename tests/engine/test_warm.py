@@ -203,14 +203,7 @@ def test_the_next_lane_is_made_ready_ahead_while_the_lane_before_it_runs(tmp_pat
     another thread while the lane before it runs its records: the warm-up calls of the second lane's worker end
     before that lane begins, its first record has them as ``prepared_ahead_s`` (no ``warm_s`` or ``load_s`` of its
     own: its phases still add up to its wall), and every record passes."""
-    from solbench.engine.ahead import Preparations
-
-    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=2,
-                                  in_flight=1)
-    runner = Runner(options, tmp_path / "r.jsonl")
-    runner._preparations = Preparations(1)
-    monkeypatch.setattr(runner, "_warms", lambda lane: True)
-    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    runner = _preparing_runner(tmp_path, monkeypatch)
     begun: dict[str, float] = {}
     first_ledger = runner._first_ledger
 
@@ -240,14 +233,7 @@ def test_the_next_lane_is_made_ready_ahead_while_the_lane_before_it_runs(tmp_pat
 def test_a_run_that_ends_cancels_the_preparations_ahead_and_stops_their_workers(tmp_path, monkeypatch):
     """Lanes that will not run (the run stopped after its first lane) leave no preparation and no worker: the one
     being made ready ahead is cancelled and its worker stopped, and the run returns."""
-    from solbench.engine.ahead import Preparations
-
-    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=2,
-                                  in_flight=1)
-    runner = Runner(options, tmp_path / "r.jsonl")
-    runner._preparations = Preparations(1)
-    monkeypatch.setattr(runner, "_warms", lambda lane: True)
-    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    runner = _preparing_runner(tmp_path, monkeypatch)
     emit = runner._emit
     monkeypatch.setattr(runner, "_emit", lambda record, ledger: (emit(record, ledger), runner.stop()))
     problem = load_problem(TINY / "scaled_add")
@@ -257,3 +243,17 @@ def test_a_run_that_ends_cancels_the_preparations_ahead_and_stops_their_workers(
     assert "honest" not in str(runner._prestarted) and not runner._prestarted
     assert ("scaled_add", str(CANDIDATES / "noisy.py")) not in runner._preparations
     assert runner.memory.held == 0
+
+
+def _preparing_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """A CPU run of one lane at a time that prepares as on a GPU (workers loaded and warmed before the first record),
+    the next lane's on a preparation thread of its own."""
+    from solbench.engine.ahead import Preparations
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, compile_timeout_s=60, workers_ahead=2,
+                                  in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    runner._preparations = Preparations(1)
+    monkeypatch.setattr(runner, "_warms", lambda lane: True)
+    monkeypatch.setattr(runner, "_prepares", lambda warms: True)
+    return runner
