@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Lanes prepared at once ahead of those in flight: each loads a candidate, and may compile (on the CPU cores
-# the lanes and problem hosts share).
-PREPARE_AHEAD = 4
+# the lanes and problem hosts share: H200 call 32, 2026-12-03, 50-90% idle with 4). A lane whose preparation has
+# not begun when the lane does makes its worker ready itself (call 32: with 4, lanes waited 995 s for theirs).
+PREPARE_AHEAD = 6
 
 
 @dataclass

@@ -320,6 +320,8 @@ class Runner:
         (:meth:`_prepare`, also where the preparation ahead did not end with the worker ready)."""
         ledger = None
         prep = self._preparations.take(_key(lane))
+        if prep is not None and prep.future.cancel():  # not begun: made ready here, not after those ahead of it
+            prep = None
         if prep is not None:
             ledger = Ledger()
             began = time.monotonic()
@@ -382,10 +384,17 @@ class Runner:
 
     @contextmanager
     def _warm_inputs(self, problem: Problem, workload: Workload, ledger: Ledger) -> Iterator[dict[str, Any] | None]:
-        """One input set of ``workload``, made by a problem host and held while a warm-up call runs; None (nothing
-        made) when it does not fit beside the records in flight now, or could not be made (its record says why)."""
+        """One input set of ``workload``, made by a problem host and held while a warm-up call runs, its memory
+        reserved first (waiting for it: the compile then holds this small reservation, not its record's ~4x larger
+        one; H200 call 32, 2026-12-03: warm-ups of large workloads skipped when memory was short compiled inside
+        their records' rounds, 10-14 s holding 8-50 GiB); None (nothing made) when the run stops meanwhile, when it
+        needs more than half the budget and does not fit now, or when it could not be made (its record says why)."""
         axes = problem.resolve_axes(workload)
-        held = self.memory.try_acquire(WARM_COPIES * problem.auto_bytes(axes))
+        need = WARM_COPIES * problem.auto_bytes(axes)
+        try:  # past half the budget only if it fits now (the lane holds its worker's own reservation meanwhile)
+            held = self.memory.acquire(need, ledger) if need <= self.memory.budget // 2 else self.memory.try_acquire(need)
+        except MemoryWaitStopped:
+            held = None
         if held is None:
             yield None
             return
@@ -474,7 +483,12 @@ class Runner:
             if alone:
                 raise err if isinstance(err, DeviceMemoryShort) else DeviceMemoryShort(
                     [f"{problem.name}: workload {workload.name}: {' '.join(str(err).split())[:300]}"]) from None
-            slot.retire()
+            if not isinstance(err, ProblemError):
+                # Out of memory in the parent, perhaps mid-reply: the worker starts afresh. A problem host's, or a
+                # device pool that could not be made (before its request was sent), leaves the worker as it was: it
+                # is kept, with its compiled shapes (H200 call 32: 22 retries, most of them the hosts', each
+                # started a worker and compiled again inside a twice larger reservation).
+                slot.retire()
             reasons.append(str(err))
             return None
         finally:

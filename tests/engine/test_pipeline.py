@@ -762,6 +762,32 @@ def test_a_record_that_ran_out_of_memory_runs_again_with_twice_its_room_then_alo
     assert phase_total(harness) == pytest.approx(harness["wall_s"], rel=0.05)
 
 
+@pytest.mark.parametrize("error", ["host", "parent"])
+def test_a_retry_keeps_the_worker_when_a_problem_host_ran_out_of_memory_and_starts_afresh_when_the_parent_did(
+        tmp_path, error):
+    """A problem host's reference out of memory leaves the candidate's worker as it was: the retry runs on the same
+    process (its compiled shapes kept). Out of memory in the parent (perhaps mid-reply) starts a fresh worker."""
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=3, compile_timeout_s=60, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    make, workers = runner._make_cases, []
+
+    def short_of_memory(problem, workload, ledger):
+        (slot,) = runner._active.values()
+        slot.ensure_worker(60)
+        workers.append(slot.client.proc.pid)
+        if len(workers) == 1:
+            if error == "host":
+                raise ProblemError([f"{problem.name}: the reference raised OutOfMemoryError: CUDA out of memory"])
+            raise RuntimeError("CUDA out of memory. Tried to allocate 28.00 MiB")
+        return make(problem, workload, ledger)
+
+    runner._make_cases = short_of_memory
+    problem = load_problem(TINY / "scaled_add")
+    (record,) = runner.run_item(PlanItem(problem, problem.workloads[:1], describe_candidates([CANDIDATES / "honest.py"])))
+    assert record.status == "PASSED" and len(record.harness["memory_retries"]) == 1 and len(workers) == 2
+    assert (workers[0] == workers[1]) is (error == "host")
+
+
 @pytest.mark.slow
 def test_a_retry_reserves_at_most_half_the_budget_beside_others(tmp_path):
     """A big record's retries beside others are capped at half the budget (more would wait for an empty device

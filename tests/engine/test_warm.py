@@ -257,3 +257,48 @@ def _preparing_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner
     monkeypatch.setattr(runner, "_warms", lambda lane: True)
     monkeypatch.setattr(runner, "_prepares", lambda warms: True)
     return runner
+
+
+def test_a_lane_whose_preparation_has_not_begun_makes_its_worker_ready_itself(tmp_path, monkeypatch):
+    """The preparation thread busy with another (here a stand-in that runs until the run ends): the next lane does
+    not wait behind it, it takes its own preparation back and warms its worker on its own thread (``warm_s``)."""
+    runner = _preparing_runner(tmp_path, monkeypatch)
+    runner._preparations.ask("busy", lambda cancel: cancel.wait(60))
+    problem = load_problem(TINY / "scaled_add")
+    candidates = describe_candidates([CANDIDATES / "honest.py", CANDIDATES / "noisy.py"])
+    began = time.monotonic()
+    records = runner.run([PlanItem(problem, problem.workloads[:1], candidates)])
+    assert [(r.solution, r.status) for r in records] == [("honest", "PASSED"), ("noisy", "PASSED")]
+    second = records[1].harness
+    assert second["warm_s"] > 0 and "prepared_ahead_s" not in second and second.get("worker_wait_s", 0.0) < 5
+    assert time.monotonic() - began < 50 and "busy" not in runner._preparations
+
+
+def test_a_warm_up_waits_for_its_memory_instead_of_leaving_the_compile_to_its_record(tmp_path):
+    """Memory short now but given back soon: the warm-up's inputs wait for their reservation (then its compile holds
+    that, not its record's larger one) and are made; one larger than half the budget that does not fit is skipped."""
+    from solbench.engine.ledger import Ledger
+    from solbench.settings import WARM_COPIES
+
+    options = solbench.RunOptions(device="cpu", budget_s=0.05, seed=5, in_flight=1)
+    runner = Runner(options, tmp_path / "r.jsonl")
+    problem = load_problem(TINY / "scaled_add")
+    workload = problem.workloads[0]
+    need = WARM_COPIES * problem.auto_bytes(problem.resolve_axes(workload))
+    runner.memory.budget = 3 * need
+    other = runner.memory.acquire(int(2.5 * need))
+    threading.Timer(0.3, lambda: runner.memory.release(other)).start()
+    ledger = Ledger()
+    began = time.monotonic()
+    try:
+        with runner._warm_inputs(problem, workload, ledger) as inputs:
+            assert inputs is not None and time.monotonic() - began >= 0.25
+            assert runner.memory.held == need
+        assert ledger.phases["memory_wait_s"] >= 0.25 and runner.memory.held == 0
+        runner.memory.budget = need + need // 2  # past half the budget: only what fits now
+        other = runner.memory.acquire(need)
+        with runner._warm_inputs(problem, workload, ledger) as inputs:
+            assert inputs is None
+        runner.memory.release(other)
+    finally:
+        runner.close_hosts()
