@@ -12,6 +12,7 @@ handed to a worker (the transports copy them), so no candidate can write what an
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -27,7 +28,13 @@ from solbench.engine.cudalock import process_locker
 from solbench.engine.gate import DeviceGate
 from solbench.engine.ledger import Ledger
 from solbench.engine.verification import KEEP_EARLY, KEEP_LATE
-from solbench.settings import FREE_POLL_S, GATE_SLICE_S, LANE_SWITCH_INTERVAL_S, MAX_FLUSHED_TIMING_SETS
+from solbench.settings import (
+    FREE_POLL_S,
+    GATE_SLICE_S,
+    LANE_SWITCH_INTERVAL_S,
+    MAX_FLUSHED_TIMING_SETS,
+    MEMORY_WAIT_AGE_S,
+)
 from solbench.worker import CandidateFile
 
 # Of the device's memory, for the records in flight (the rest: contexts, caches). H200 call 23 (2026-12-03): at
@@ -200,22 +207,38 @@ class MemoryGate:
         self.idle = idle  # what a waiting record's thread does meanwhile (its lane slot lent: LaneSlots.idle)
         self.stop: threading.Event | None = None  # set: a record still waiting gives up (MemoryWaitStopped)
         self._alone_waiting = 0
+        self._waiting: dict[int, tuple[float, int]] = {}  # records waiting now: (since when, bytes), by token
+        self._tokens = itertools.count()
         self._cond = threading.Condition()
         # Lane-seconds waited, by cause: the reservations past the budget, a record waiting to run alone
-        # (and those behind it), the device's free memory short of the estimate (what the reservations miss).
-        self.waits_s = {"budget": 0.0, "alone": 0.0, "behind_alone": 0.0, "device_free": 0.0}
+        # (and those behind it), the device's free memory short of the estimate (what the reservations miss), a
+        # record that would take the room of one waiting longer than MEMORY_WAIT_AGE_S.
+        self.waits_s = {"budget": 0.0, "alone": 0.0, "behind_alone": 0.0, "device_free": 0.0, "behind_aged": 0.0}
 
-    def _cause(self, nbytes: int, alone: bool, free_need: int) -> str | None:
-        """Why a record must wait now (a key of :attr:`waits_s`), or None."""
+    def _cause(self, nbytes: int, alone: bool, free_need: int, token: int | None = None) -> str | None:
+        """Why a record must wait now (a key of :attr:`waits_s`), or None. ``token``: the waiting record's own."""
         if not self.held:
             return None
         if self._alone_waiting and not alone:
             return "behind_alone"
         if self.held + nbytes > self.budget:
             return "alone" if alone else "budget"
+        if not alone and self.held + nbytes + self._aged_bytes(token) > self.budget:
+            return "behind_aged"
         if self.free_bytes is not None and self.free_bytes() < free_need:
             return "device_free"
         return None
+
+    def _aged_bytes(self, token: int | None) -> int:
+        """The bytes of the record waiting longest, if it has waited ``MEMORY_WAIT_AGE_S`` and is not ``token``'s: a
+        record may go in beside others only leaving it room. Else smaller records kept entering while a large one
+        waited (H200 call 32: reservations of 20-40 GiB waited 42 s each at the mean, of 40 GiB and more 107 s,
+        while the records held 43 GiB of the 78 GiB budget on average)."""
+        others = [(since, n) for t, (since, n) in self._waiting.items() if t != token]
+        if not others:
+            return 0
+        since, n = min(others)
+        return n if time.monotonic() - since >= MEMORY_WAIT_AGE_S else 0
 
     def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False,
                 free_need: int | None = None) -> int:
@@ -239,8 +262,10 @@ class MemoryGate:
     def _wait(self, nbytes: int, alone: bool, free_need: int) -> None:
         with self._cond:
             self._alone_waiting += alone
+            token = next(self._tokens)
+            self._waiting[token] = (time.monotonic(), nbytes)
             try:
-                while cause := self._cause(nbytes, alone, free_need):
+                while cause := self._cause(nbytes, alone, free_need, token):
                     if self.stop is not None and self.stop.is_set():
                         raise MemoryWaitStopped()
                     began = time.monotonic()
@@ -249,13 +274,15 @@ class MemoryGate:
                     self.waits_s[cause] += time.monotonic() - began
             finally:
                 self._alone_waiting -= alone
+                del self._waiting[token]
             self.held += nbytes
+            self._cond.notify_all()  # those kept behind this one may fit now
 
     def try_acquire(self, nbytes: int) -> int | None:
         """Reserve ``nbytes`` only if they fit beside what is held now and no record waits to run
         alone; None (nothing reserved) else. Never waits."""
         with self._cond:
-            if self._alone_waiting or self.held + nbytes > self.budget or (
+            if self._alone_waiting or self.held + nbytes + self._aged_bytes(None) > self.budget or (
                     self.held and self.free_bytes is not None and self.free_bytes() < nbytes):
                 return None
             self.held += nbytes

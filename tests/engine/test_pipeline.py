@@ -1079,6 +1079,55 @@ def test_the_memory_gate_charges_each_wait_to_its_cause():
     assert memory.held == 0
 
 
+def test_a_record_that_waited_long_for_memory_keeps_its_room_and_goes_in_before_later_smaller_ones(monkeypatch):
+    """A large record waits; once it has waited MEMORY_WAIT_AGE_S, a smaller one that would take its room waits behind
+    it (``behind_aged``), one that fits beside it still goes in at once, and so does a warm-up's try; before that
+    age, the smaller one goes in first (as before)."""
+    from solbench.engine import pipeline
+
+    monkeypatch.setattr(pipeline, "MEMORY_WAIT_AGE_S", 0.2)
+    memory = pipeline.MemoryGate(100)
+    held = memory.acquire(60)
+    order: list[str] = []
+
+    def enter(name: str, nbytes: int) -> threading.Thread:
+        def body() -> None:
+            got = memory.acquire(nbytes)
+            order.append(name)
+            time.sleep(0.3)
+            memory.release(got)
+        t = threading.Thread(target=body)
+        t.start()
+        return t
+
+    large = enter("large", 70)  # 130 > 100: waits
+    time.sleep(0.05)
+    early = enter("early", 30)  # not aged yet: goes in beside the 60
+    early.join(5)
+    time.sleep(0.25)  # the large one has now waited past the age
+    small = enter("small", 30)  # 60 + 30 + 70 > 100: behind the large one
+    time.sleep(0.05)
+    assert memory.try_acquire(25) is None  # a warm-up's try leaves the room too
+    beside = enter("beside", 5)  # 60 + 5 + 70 > 100 too: waits as well
+    time.sleep(0.2)
+    assert order == ["early"]
+    memory.release(held)
+    for t in (large, small, beside):
+        t.join(5)
+    assert order[0] == "early" and sorted(order[1:]) == ["beside", "large", "small"]  # all in once there is room
+    assert memory.waits_s["behind_aged"] > 0.1 and memory.held == 0
+    memory2 = pipeline.MemoryGate(100)
+    keep = memory2.acquire(20)
+    waiter = threading.Thread(target=lambda: memory2.release(memory2.acquire(90)))
+    waiter.start()
+    time.sleep(0.3)
+    fits = memory2.try_acquire(5)  # 20 + 5 + 90 > 100: kept for the aged one
+    assert fits is None
+    memory2.release(keep)
+    waiter.join(5)
+    assert memory2.held == 0
+
+
 # --- the library pass's own summary (benchmarks/library_throughput.py) ------------------------------
 
 def _library_pass_module():
