@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import os
 import statistics
 import time
@@ -399,6 +400,10 @@ def arguments() -> argparse.Namespace:
                     help="phase-fair: a request that waited through a window starts before the next timing")
     ap.add_argument("--memory-share", type=share, default=None,
                     help="share of the device's memory the records in flight and kept cases may hold (default: the engine's)")
+    ap.add_argument("--prepare-ahead", type=int, default=None,
+                    help="lanes made ready ahead at once on a GPU (0: none; default solbench.engine.ahead's)")
+    ap.add_argument("--memory-age", type=float, default=None,
+                    help="seconds a record waits for memory before it keeps its room (default the settings'; inf: never)")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
     ap.add_argument("--gpus", default=None, help="run on executors, one per GPU (all or 0,1,...)")
@@ -437,6 +442,12 @@ def main() -> None:
                           for i in plan for w in i.workloads}
         tune_gate(runner.gate, args)
         tune_memory(runner, args.memory_share)
+        if args.prepare_ahead is not None:
+            runner.prepare_ahead(args.prepare_ahead)
+        if args.memory_age is not None:
+            runner.memory.age_s = args.memory_age
+        age = args.memory_age
+        meta |= {"prepare_ahead": args.prepare_ahead, "memory_age_s": age if age is None or math.isfinite(age) else "inf"}
         meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s,
                                "slice_s": runner.gate.slice_s, "fair": runner.gate.fair,
                                "locks": runner.gate.lock is not None}

@@ -208,6 +208,7 @@ class MemoryGate:
         self.stop: threading.Event | None = None  # set: a record still waiting gives up (MemoryWaitStopped)
         self._alone_waiting = 0
         self._waiting: dict[int, tuple[float, int]] = {}  # records waiting now: (since when, bytes), by token
+        self.age_s = MEMORY_WAIT_AGE_S  # a record waiting this long keeps its room (math.inf: never)
         self._tokens = itertools.count()
         self._cond = threading.Condition()
         # Lane-seconds waited, by cause: the reservations past the budget, a record waiting to run alone
@@ -230,7 +231,7 @@ class MemoryGate:
         return None
 
     def _aged_bytes(self, token: int | None) -> int:
-        """The bytes of the record waiting longest, if it has waited ``MEMORY_WAIT_AGE_S`` and is not ``token``'s: a
+        """The bytes of the record waiting longest, if it has waited :attr:`age_s` and is not ``token``'s: a
         record may go in beside others only leaving it room. Else smaller records kept entering while a large one
         waited (H200 call 32: reservations of 20-40 GiB waited 42 s each at the mean, of 40 GiB and more 107 s,
         while the records held 43 GiB of the 78 GiB budget on average)."""
@@ -238,7 +239,7 @@ class MemoryGate:
         if not others:
             return 0
         since, n = min(others)
-        return n if time.monotonic() - since >= MEMORY_WAIT_AGE_S else 0
+        return n if time.monotonic() - since >= self.age_s else 0
 
     def acquire(self, nbytes: int, ledger: Ledger | None = None, alone: bool = False,
                 free_need: int | None = None) -> int:

@@ -314,6 +314,12 @@ class Runner:
         return (self.options.warm_shapes and self.options.device.startswith("cuda") and bool(lane.workloads)
                 and compiles_per_shape(lane.candidate.path))
 
+    def prepare_ahead(self, lanes: int) -> None:
+        """Make up to ``lanes`` of the next lanes' workers ready ahead at once (0: none; on a GPU the default is
+        ``PREPARE_AHEAD``); before a run."""
+        self._preparations.close()
+        self._preparations = Preparations(lanes)
+
     def _first_ledger(self, slot: CandidateSlot, lane: Lane) -> Ledger | None:
         """The lane's first record's ledger: on a GPU its worker is made ready before that record reserves its memory,
         ahead on another thread (:meth:`_prepare_ahead`: the wait for it is this ledger's ``worker_wait_s``) or here

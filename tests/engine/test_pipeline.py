@@ -1087,6 +1087,7 @@ def test_a_record_that_waited_long_for_memory_keeps_its_room_and_goes_in_before_
 
     monkeypatch.setattr(pipeline, "MEMORY_WAIT_AGE_S", 0.2)
     memory = pipeline.MemoryGate(100)
+    assert memory.age_s == 0.2
     held = memory.acquire(60)
     order: list[str] = []
 
