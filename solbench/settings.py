@@ -59,7 +59,9 @@ WARM_COPIES = 4
 GATE_SLICE_S = 0.03  # after a timing window, the untimed work in flight runs this long before the next locks it
 GATE_LOCKS_AT_ONCE = False  # a timing locks the other processes from threads at once (else one by one)
 # A record waiting this long for device memory gets its room kept: others go in beside it only if it still fits.
-MEMORY_WAIT_AGE_S = 5.0
+# Never by default: H200 call 33 (2026-12-03, with 5 s) moved the lanes' memory waits behind the aged records
+# (2,073 lane-s) and went no faster than call 31 without it (solbench.engine.pipeline.MemoryGate.age_s).
+MEMORY_WAIT_AGE_S = float("inf")
 FREE_POLL_S = 0.25  # how often a record waiting for free device memory reads it again (solbench.engine.pipeline)
 # Lanes in flight share the parent's interpreter: a thread back from the worker waits for the GIL while
 # another runs Python, up to the switch interval (5 ms by default), at every reply inside a timing window.

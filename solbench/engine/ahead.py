@@ -4,8 +4,9 @@ On a GPU a lane's worker is made ready before its first record reserves memory (
 candidate loaded and, for one that compiles per shape, every workload's shape compiled). Done on the lane's own
 thread, that is lane time no record advances in: H200 call 31 (2026-12-03), 537 of the lanes' 2,508 lane-seconds
 went to workers' warm-ups (411 s) and waits for them (126 s), while the timing windows held the device a third of
-the run. Here a few threads (``PREPARE_AHEAD``) do it for the lanes next in line, in their order, while the
-lanes in flight run their records; a lane that begins takes its preparation (waiting for it if it is not done).
+the run. Here a few threads do it for the lanes next in line, in their order, while the lanes in flight run their
+records; a lane that begins takes its preparation (waiting for it if it has begun, else doing it itself). Off by
+default (``PREPARE_AHEAD``: measured, it did not make the pass faster).
 
 A preparation can be cancelled (the run stops, or its lane will not run here): it stops between its steps, and
 its worker is stopped by the caller.
@@ -19,10 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-# Lanes prepared at once ahead of those in flight: each loads a candidate, and may compile (on the CPU cores
-# the lanes and problem hosts share: H200 call 32, 2026-12-03, 50-90% idle with 4). A lane whose preparation has
-# not begun when the lane does makes its worker ready itself (call 32: with 4, lanes waited 995 s for theirs).
-PREPARE_AHEAD = 6
+# Lanes prepared at once ahead of those in flight, by default: none. Measured on the H200 (2026-12-03) on the 232
+# records calls 31-33 share: call 31 (none ahead) held 8,765 GiB-s of memory and its lanes waited 401 s for memory and
+# 126 s for workers; call 32 (4 ahead) 11,856 GiB-s, 1,117 s and 911 s; call 33 (6 ahead, a lane taking back a
+# preparation not begun) 10,745 GiB-s, 1,191 s and 434 s. Kept as a setting (Runner.prepare_ahead,
+# ``library_throughput.py --prepare-ahead``) to measure again.
+PREPARE_AHEAD = 0
 
 
 @dataclass

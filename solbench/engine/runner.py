@@ -182,9 +182,9 @@ class Runner:
         self._begun: set[tuple[str, str]] = set()  # lanes started (no worker is started ahead for them)
         self._active: dict[int, CandidateSlot] = {}  # by id: the slots of the lanes running
         # The next lanes' workers loaded and warmed ahead, off the lanes' threads (solbench.engine.ahead): on a GPU,
-        # where lanes make their workers ready before their first record.
-        ahead = PREPARE_AHEAD if self.prepares_ahead and self.options.device.startswith("cuda") and self.in_flight > 1 else 0
-        self._preparations = Preparations(ahead)
+        # where lanes make their workers ready before their first record; none by default.
+        self._preparations = Preparations(0)
+        self.prepare_ahead(PREPARE_AHEAD if self.in_flight > 1 else 0)
         # The problems' own code (generators, references, cost hooks) runs in sandboxed hosts
         # (solbench.engine.problem_host), a pool of them lent to the lanes making cases, each started on
         # first use and kept for the run (stopped when it ends, or at exit).
@@ -315,10 +315,10 @@ class Runner:
                 and compiles_per_shape(lane.candidate.path))
 
     def prepare_ahead(self, lanes: int) -> None:
-        """Make up to ``lanes`` of the next lanes' workers ready ahead at once (0: none; on a GPU the default is
+        """Make up to ``lanes`` of the next lanes' workers ready ahead at once, on a GPU (0: none; the default is
         ``PREPARE_AHEAD``); before a run."""
         self._preparations.close()
-        self._preparations = Preparations(lanes)
+        self._preparations = Preparations(lanes if self.prepares_ahead and self.options.device.startswith("cuda") else 0)
 
     def _first_ledger(self, slot: CandidateSlot, lane: Lane) -> Ledger | None:
         """The lane's first record's ledger: on a GPU its worker is made ready before that record reserves its memory,
@@ -390,17 +390,13 @@ class Runner:
 
     @contextmanager
     def _warm_inputs(self, problem: Problem, workload: Workload, ledger: Ledger) -> Iterator[dict[str, Any] | None]:
-        """One input set of ``workload``, made by a problem host and held while a warm-up call runs, its memory
-        reserved first (waiting for it: the compile then holds this small reservation, not its record's ~4x larger
-        one; H200 call 32, 2026-12-03: warm-ups of large workloads skipped when memory was short compiled inside
-        their records' rounds, 10-14 s holding 8-50 GiB); None (nothing made) when the run stops meanwhile, when it
-        needs more than half the budget and does not fit now, or when it could not be made (its record says why)."""
+        """One input set of ``workload``, made by a problem host and held while a warm-up call runs; None (nothing
+        made) when it does not fit beside the records in flight now, or could not be made (its record says why).
+        Not waited for: the lane holds its worker's own reservation meanwhile, which a record waiting to run alone
+        waits for (H200 call 34, 2026-12-03: a warm-up that waited stalled the pass; call 33, where they waited,
+        went no faster than call 31)."""
         axes = problem.resolve_axes(workload)
-        need = WARM_COPIES * problem.auto_bytes(axes)
-        try:  # past half the budget only if it fits now (the lane holds its worker's own reservation meanwhile)
-            held = self.memory.acquire(need, ledger) if need <= self.memory.budget // 2 else self.memory.try_acquire(need)
-        except MemoryWaitStopped:
-            held = None
+        held = self.memory.try_acquire(WARM_COPIES * problem.auto_bytes(axes))
         if held is None:
             yield None
             return

@@ -13,7 +13,7 @@ workload's shape too: compiled in its first round, it held that record's whole m
 (call 30: a tenth of the records' memory-seconds, in a pass bound by the device's memory).
 
 Best effort, and nothing is judged from it: the outputs are not checked (the records' rounds do that, on
-their own inputs), a workload whose inputs the runner cannot hold (``inputs_for`` gives None) is left to its first
+their own inputs), a workload whose inputs do not fit beside the records in flight now is left to its first
 round, and a call that fails ends the warm-up with the worker retired (the record starts a fresh one and
 says what failed).
 """

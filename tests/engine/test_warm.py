@@ -274,9 +274,10 @@ def test_a_lane_whose_preparation_has_not_begun_makes_its_worker_ready_itself(tm
     assert time.monotonic() - began < 50 and "busy" not in runner._preparations
 
 
-def test_a_warm_up_waits_for_its_memory_instead_of_leaving_the_compile_to_its_record(tmp_path):
-    """Memory short now but given back soon: the warm-up's inputs wait for their reservation (then its compile holds
-    that, not its record's larger one) and are made; one larger than half the budget that does not fit is skipped."""
+def test_a_warm_up_never_waits_for_memory_so_a_record_waiting_alone_is_not_held_back(tmp_path):
+    """The lane holds its worker's own reservation while it warms: a warm-up that does not fit now, or that a record
+    waiting to run alone would have to let go first, is skipped at once (None) instead of waiting (H200 call 34: one
+    that waited behind a record waiting alone stalled the pass); one that fits is made."""
     from solbench.engine.ledger import Ledger
     from solbench.settings import WARM_COPIES
 
@@ -286,19 +287,26 @@ def test_a_warm_up_waits_for_its_memory_instead_of_leaving_the_compile_to_its_re
     workload = problem.workloads[0]
     need = WARM_COPIES * problem.auto_bytes(problem.resolve_axes(workload))
     runner.memory.budget = 3 * need
-    other = runner.memory.acquire(int(2.5 * need))
-    threading.Timer(0.3, lambda: runner.memory.release(other)).start()
-    ledger = Ledger()
-    began = time.monotonic()
+    lane = runner.memory.acquire(need)  # the lane's own reservation
     try:
-        with runner._warm_inputs(problem, workload, ledger) as inputs:
-            assert inputs is not None and time.monotonic() - began >= 0.25
-            assert runner.memory.held == need
-        assert ledger.phases["memory_wait_s"] >= 0.25 and runner.memory.held == 0
-        runner.memory.budget = need + need // 2  # past half the budget: only what fits now
-        other = runner.memory.acquire(need)
-        with runner._warm_inputs(problem, workload, ledger) as inputs:
-            assert inputs is None
+        other = runner.memory.acquire(int(1.5 * need))
+        began = time.monotonic()
+        with runner._warm_inputs(problem, workload, Ledger()) as inputs:
+            assert inputs is None and time.monotonic() - began < 1  # does not fit now: skipped, not waited for
         runner.memory.release(other)
+        alone = threading.Thread(target=lambda: runner.memory.release(runner.memory.acquire(need, alone=True)))
+        alone.start()
+        while not runner.memory._alone_waiting:
+            time.sleep(0.01)
+        with runner._warm_inputs(problem, workload, Ledger()) as inputs:
+            assert inputs is None  # a record waits alone for what this lane holds
+        runner.memory.release(lane)
+        alone.join(5)
+        assert not alone.is_alive()
+        lane = runner.memory.acquire(need)
+        with runner._warm_inputs(problem, workload, Ledger()) as inputs:
+            assert inputs is not None and runner.memory.held == 2 * need
     finally:
+        runner.memory.release(lane)
         runner.close_hosts()
+    assert runner.memory.held == 0
