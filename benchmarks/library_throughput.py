@@ -369,6 +369,17 @@ def tune_memory(runner: Runner, share: float | None) -> None:
     runner.cases.cap_bytes = int(budget * CACHE_SHARE)
 
 
+def not_negative(text: str) -> float:
+    """``--prepare-ahead``, ``--memory-age``: a number >= 0 (``inf`` allowed)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count or seconds >= 0: give e.g. 0, 4 or inf")
+    return value
+
+
 def share(text: str) -> float:
     """``--memory-share``: a fraction in (0, 1]."""
     try:
@@ -400,9 +411,9 @@ def arguments() -> argparse.Namespace:
                     help="phase-fair: a request that waited through a window starts before the next timing")
     ap.add_argument("--memory-share", type=share, default=None,
                     help="share of the device's memory the records in flight and kept cases may hold (default: the engine's)")
-    ap.add_argument("--prepare-ahead", type=int, default=None,
+    ap.add_argument("--prepare-ahead", type=not_negative, default=None,
                     help="lanes made ready ahead at once on a GPU (0: none; default solbench.engine.ahead's)")
-    ap.add_argument("--memory-age", type=float, default=None,
+    ap.add_argument("--memory-age", type=not_negative, default=None,
                     help="seconds a record waits for memory before it keeps its room (default the settings'; inf: never)")
     ap.add_argument("--time-box", type=float, default=None,
                     help="seconds after which no new record starts (those in flight finish); complete stays false")
@@ -442,12 +453,13 @@ def main() -> None:
                           for i in plan for w in i.workloads}
         tune_gate(runner.gate, args)
         tune_memory(runner, args.memory_share)
-        if args.prepare_ahead is not None:
-            runner.prepare_ahead(args.prepare_ahead)
+        ahead = None if args.prepare_ahead is None else int(min(args.prepare_ahead, 64))
+        if ahead is not None:
+            runner.prepare_ahead(ahead)
         if args.memory_age is not None:
             runner.memory.age_s = args.memory_age
         age = args.memory_age
-        meta |= {"prepare_ahead": args.prepare_ahead, "memory_age_s": age if age is None or math.isfinite(age) else "inf"}
+        meta |= {"prepare_ahead": ahead, "memory_age_s": age if age is None or math.isfinite(age) else "inf"}
         meta["gate_policy"] = {"batch": runner.gate.batch, "max_delay_s": runner.gate.max_delay_s,
                                "slice_s": runner.gate.slice_s, "fair": runner.gate.fair,
                                "locks": runner.gate.lock is not None}

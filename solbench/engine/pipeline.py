@@ -235,6 +235,8 @@ class MemoryGate:
         record may go in beside others only leaving it room. Else smaller records kept entering while a large one
         waited (H200 call 32: reservations of 20-40 GiB waited 42 s each at the mean, of 40 GiB and more 107 s,
         while the records held 43 GiB of the 78 GiB budget on average)."""
+        if self.age_s == float("inf"):  # never (the default): nothing to look at
+            return 0
         others = [(since, n) for t, (since, n) in self._waiting.items() if t != token]
         if not others:
             return 0
