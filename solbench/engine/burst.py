@@ -89,6 +89,9 @@ GPU_MIN_CALL_S = 1e-3
 MIN_NVML_SAMPLES = 3  # NVML's utilisation samples a GPU verdict needs (one about every 1/6 s)
 GPU_SECOND_BURST_S = 1.0  # a GPU's second burst lasts this long at the first one's pace: enough samples
 ATTEMPTS = 2
+# After a conclusive failure a burst that concludes nothing (a crowded CPU, NVML seeing too little) does not
+# clear it: one more attempt, and without a conclusive pass the failure stands.
+MIXED_ATTEMPTS = 3
 EDIT_ALIGN = 4096  # at least any transport's alignment of a tensor (the device route's: 512 bytes)
 
 Request = Callable[[dict[str, Any], float, int], dict[str, Any]]
@@ -546,13 +549,29 @@ def _second_calls(first: dict[str, Any], out_bytes: int, deadline: float | None 
     return max(1, min(max(first["calls"], want), MAX_CALLS, room))
 
 
+def _failed(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last attempt that concluded the claim false, if any."""
+    return next((a for a in reversed(attempts) if a["conclusive"] and not a["ok"]), None)
+
+
+def _mixed(attempts: list[dict[str, Any]]) -> bool:
+    """Whether one attempt concluded the claim false and another concluded nothing."""
+    return _failed(attempts) is not None and any(not a["conclusive"] for a in attempts)
+
+
+def _cleared(attempts: list[dict[str, Any]]) -> bool:
+    """Whether the claim stands: the last attempt passed, conclusively where an earlier one failed."""
+    last = attempts[-1]
+    return last["ok"] and (last["conclusive"] or _failed(attempts) is None)
+
+
 def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: int, timing: dict[str, Any],
               expect: list[dict[str, Any]], device_type: str, deadline: float,
               observe: Callable[[], Any] | None = None,
               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
               memfd: bool = False, release: Callable[[], None] | None = None, first: FirstBurst | None = None,
               ) -> tuple[dict[str, Any], BurstVerdict | None]:
-    """Up to ``ATTEMPTS`` bursts; (the record's ``correctness.burst``, a verdict when the claim fails).
+    """Up to ``ATTEMPTS`` bursts (``MIXED_ATTEMPTS`` after a conclusive failure); (the record's ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
     result (what was seen from outside: CPU time, NVML) is kept with that attempt. On a GPU the second
@@ -572,7 +591,7 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
     attempts: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"claimed_s": claimed, "attempts": attempts}
     bursts: list[BurstPlan] = []
-    for attempt in range(ATTEMPTS):
+    for attempt in range(MIXED_ATTEMPTS):
         if attempts and device_type == "cuda":
             calls = _second_calls(attempts[-1], out_bytes, deadline)
         in_window = release is not None and attempt == 0
@@ -587,13 +606,15 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
         attempts.append(result)
         if failure is not None:
             return summary, failure
-        if result["ok"]:
+        if _cleared(attempts):
             summary["passed"] = True
             return summary, None
-    last = attempts[-1]
+        if attempt + 1 >= (MIXED_ATTEMPTS if _mixed(attempts) else ATTEMPTS):
+            break
+    last = _failed(attempts) or attempts[-1]
     summary["passed"] = False
     ratio, per_call = last["ratio"], last["per_call_s"]
     return summary, BurstVerdict(Status.REWARD_HACK, (
         f"claimed median {claimed * 1e6:.4g} us is {ratio:.3g} x the parent-clocked time per call ({per_call * 1e6:.4g} us over a burst of "
-        f"{last['calls']} calls with inputs edited between calls, after {ATTEMPTS} bursts), below the "
+        f"{last['calls']} calls with inputs edited between calls, after {len(attempts)} bursts), below the "
         f"{MIN_RATIO[device_type]:g} an honest candidate shows"))

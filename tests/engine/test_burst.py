@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -161,16 +162,18 @@ def _worker_side_cpu(cases, bp, header, run, arena):
     room = reply_arena(buffers) if arena else None
     a, b = socket.socketpair()
     with a, b:
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.process_time()
         staged = stage_edits(sets, header["edits"], bp.calls)
         drive(burst_plan(sets, bp.calls, staged, buffers), run)
         send_encoded(a, *encode_header({"ok": True, "stacked": buffers, "misfits": [], "findings": []}),
                      time.monotonic() + 60, arena=room)
         spent = time.process_time() - t0
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
         reply = recv_message(b, time.monotonic() + 60)
     if room is not None:
         room.close()
-    return spent / bp.calls, reply["stacked"], buffers
+    return spent / bp.calls, reply["stacked"], buffers, faults
 
 
 def test_the_harness_overhead_matches_the_worker_side_of_a_burst_with_a_candidate_that_does_nothing():
@@ -189,8 +192,8 @@ def test_the_harness_overhead_matches_the_worker_side_of_a_burst_with_a_candidat
     # before), and this process's CPU time would count that spin in the calls that follow.
     torch.set_num_threads(1)
     try:
-        worker = min(_worker_side_cpu(cases, bp, header, lambda *args: done, True)[0] for _ in range(3))
-        estimate = min(burst.harness_overhead(cases, bp, _expect(cases), "cpu") for _ in range(3))
+        worker = min(_worker_side_cpu(cases, bp, header, lambda *args: done, True)[0] for _ in range(5))
+        estimate = min(burst.harness_overhead(cases, bp, _expect(cases), "cpu") for _ in range(5))
     finally:
         torch.set_num_threads(threads)
     assert 0.7 < estimate / worker < 1.4, (estimate, worker)
@@ -200,10 +203,13 @@ def test_the_reply_file_is_faulted_in_before_the_burst_and_carries_the_rows():
     cases = _cases()
     bp = burst.draw_burst(cases, 4000, 1)
     header = burst.burst_request(cases, bp, _expect(cases))
-    fresh, _, _ = _worker_side_cpu(cases, bp, header, _honest, False)
-    ready, sent, kept = _worker_side_cpu(cases, bp, header, _honest, True)
+    *_, fresh = _worker_side_cpu(cases, bp, header, _honest, False)
+    _, sent, kept, ready = _worker_side_cpu(cases, bp, header, _honest, True)
     assert all(torch.equal(s, k) for s, k in zip(sent, kept, strict=True)) and kept[0].abs().sum() > 0
-    assert ready < fresh  # the fresh file's page faults are inside the clock; the prepared one's before it
+    # The fresh file's page faults are inside the clock, the prepared one's before it: counted, not timed
+    # (a CPU-time comparison of the two flipped on a loaded CI box). One fault per 4 KiB page of the rows.
+    pages = sum(k.numel() * k.element_size() for k in kept) // resource.getpagesize()
+    assert fresh - ready > pages // 2, (fresh, ready, pages)
     from solbench.worker.burst import reply_arena
 
     assert reply_arena(output_buffers(4, _expect(cases), "cpu")) is None  # inline frames: no file
@@ -529,3 +535,31 @@ def test_an_honest_microsecond_candidate_passes_its_burst_in_a_real_worker_with_
             worker = (seen["worker_cpu_s"] + seen["other_cpu_s"]) / a["calls"] - summary["claimed_s"]
             assert 1 / 1.5 < a["overhead_s"] / worker < 1.5, (r.workload, a)
             assert not a["conclusive"] or a["ratio"] >= 1.5 * burst.MIN_RATIO["cpu"], (r.workload, a)
+
+
+@pytest.mark.parametrize(("seen", "passed", "bursts"), [
+    ([(True, False), (False, True), (True, True)], True, 3),  # a failure, nothing concluded, a conclusive pass
+    ([(True, False), (False, True), (False, True)], False, 3),  # a failure never cleared: it stands
+    ([(True, False), (True, False)], False, 2),  # two conclusive failures: no third burst
+    ([(False, True)], True, 1),  # nothing concluded and nothing against the claim
+    ([(True, False), (True, True)], True, 2),  # a retried failure cleared by a conclusive pass
+])
+def test_a_conclusive_failure_is_cleared_only_by_a_conclusive_pass(monkeypatch, seen, passed, bursts):
+    """CI, 2026-12-03: forge_samples_only's first burst concluded 0.105 x its claim; its second, on cores
+    crowded by other processes, concluded nothing and the forgery PASSED. The attempts' judgements are
+    scripted here (``conclusive``, ``ok``); what run_burst makes of them is the thing tested."""
+    script = iter(seen)
+
+    def one_burst(*args, **kwargs):
+        conclusive, ok = next(script)
+        return {"conclusive": conclusive, "ok": ok, "ratio": 1.0 if ok else 0.1, "per_call_s": 1e-4,
+                "calls": 100}, None
+
+    monkeypatch.setattr(burst, "_one_burst", one_burst)
+    monkeypatch.setattr(burst, "draw_burst", lambda *args: None)
+    cases = _cases()
+    summary, verdict = burst.run_burst(None, cases, None, SAMPLES, {"median_s": 1e-5}, _expect(cases), "cpu",
+                                       time.monotonic() + 60)
+    assert summary["passed"] is passed and (verdict is None) is passed and len(summary["attempts"]) == bursts
+    if not passed:
+        assert verdict.status == Status.REWARD_HACK and "0.1 x" in verdict.reason
