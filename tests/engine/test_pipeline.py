@@ -245,10 +245,13 @@ def test_the_time_a_request_was_locked_is_charged_to_its_record_as_a_wait_for_th
     worker.start()
     time.sleep(0.05)
     with gate.exclusive("timer", pid=222):
+        w0 = time.monotonic()
         time.sleep(0.2)
+        window_s = time.monotonic() - w0
     done.set()
     worker.join()
-    assert 0.19 <= ledger.phases["device_wait_s"] <= 0.3
+    # The window's own length bounds the wait (a loaded box may stretch the sleep, never shorten it).
+    assert 0.19 <= ledger.phases["device_wait_s"] <= window_s + 0.05, window_s
     assert ledger.phases["rounds_s"] + ledger.phases["device_wait_s"] == pytest.approx(ledger.wall(), abs=0.02)
 
 
@@ -550,7 +553,7 @@ def test_ledger_takes_waits_off_the_work_clock():
         time.sleep(0.2)  # a wait, charged as the gate charges one it measured
         ledger.wait("device_wait_s", time.monotonic() - began)
     assert ledger.phases["device_wait_s"] >= 0.2
-    assert 0.045 < ledger.phases["rounds_s"] < 0.15
+    assert 0.045 < ledger.phases["rounds_s"] < 0.2  # the 0.2 s wait counted as work would put it past 0.25
     assert sum(ledger.phases.values()) == pytest.approx(ledger.wall(), abs=0.02)
     assert phase_total(ledger.phases) == pytest.approx(sum(ledger.phases.values()))
 
