@@ -87,7 +87,10 @@ class TimingDetails(_Strict):
     setup_s: float | None = _f("wall time of the timer's setup (flush buffer, L2 reset, clock probe) before the warm-up")
     trace_s: float | None = _f("wall time of starting, stopping and reading the CUPTI traces")
     worker_probe_s: float | None = _f("the worker's wall time in the memoization probe after the samples")
-    worker_rest_s: float | None = _f("the worker's wall time in the timing request outside the timer and the probe")
+    worker_findings_s: float | None = _f("the worker's wall time in the guards' checks after the probe (threads, "
+                                         "trace, persisting L2), before its reply")
+    worker_rest_s: float | None = _f("the worker's wall time in the timing request outside the timer, the probe and "
+                                     "the guards' checks")
     worker_timer_s: float | None = _f("the worker's wall time in the timer (warm-up, sampling, traces and the rest)")
     worker_receive_s: float | None = _f("the worker's wall time reading the timing request (its sets mapped)")
 

@@ -164,11 +164,26 @@ def check_concurrency(before: ConcurrencySnapshot, *, candidate_files: Collectio
     counts (the worker turns off the one library pool that would be one, Inductor's compile
     workers). ``grace_s``: time given to threads and processes that are already finishing.
     """
+    return concurrency_since(before, candidate_files=candidate_files, strict=strict, native=native,
+                             processes=processes, grace_s=grace_s)[0]
+
+
+def concurrency_since(before: ConcurrencySnapshot, *, candidate_files: Collection[str] | None = None,
+                      strict: bool = True, native: bool = True, processes: bool = True,
+                      grace_s: float = 0.0) -> tuple[list[Finding], ConcurrencySnapshot]:
+    """:func:`check_concurrency`'s findings and the snapshot they were read from: the baseline of the next
+    check (a fresh one taken after the check would take in, unreported, what started in between)."""
     files = {os.path.realpath(f) for f in candidate_files or ()}
     now = snapshot_concurrency(before.pid, before.group)
     if grace_s > 0 and _pending(before, now, strict and native, processes):
         time.sleep(grace_s)
         now = snapshot_concurrency(before.pid, before.group)
+    return findings_between(before, now, files, strict=strict, native=native, processes=processes), now
+
+
+def findings_between(before: ConcurrencySnapshot, now: ConcurrencySnapshot, files: Collection[str], *,
+                     strict: bool = True, native: bool = True, processes: bool = True) -> list[Finding]:
+    """The findings of :func:`check_concurrency` from two snapshots (``files``: real paths of the candidate's)."""
     findings = []
     new_py = sorted(now.python_threads - before.python_threads)
     for ident in new_py:

@@ -25,7 +25,7 @@ from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from solbench.guards.concurrency import ConcurrencySnapshot, check_concurrency, snapshot_concurrency
+from solbench.guards.concurrency import ConcurrencySnapshot, concurrency_since, findings_between, snapshot_concurrency
 from solbench.guards.cuda import (
     check_persisting_l2,
     note_persisting_l2_baseline,
@@ -104,14 +104,15 @@ def _concurrency(state: _WorkerState, phase: str) -> list[Finding]:
     capture, clock probes, CUPTI) that may start its own; there only the candidate's own threads
     (by their code) and every live process count."""
     strict = state.calls > 0 and phase == "call"
-    found = check_concurrency(state.concurrency, candidate_files=_candidate_files(), strict=strict, native=False)
+    # One read of the threads and processes per request (each read scans /proc): the check's is the next baseline.
+    found, now = concurrency_since(state.concurrency, candidate_files=_candidate_files(), strict=strict, native=False)
     if strict:
         # Native threads count only when they keep appearing (a pool created lazily appears once).
-        grew = [f for f in check_concurrency(state.concurrency, processes=False) if f.kind == "native_thread"]
+        grew = [f for f in findings_between(state.concurrency, now, (), processes=False) if f.kind == "native_thread"]
         state.native_growth = state.native_growth + 1 if grew else 0
         if state.native_growth >= 2:
             found.extend(grew)
-    state.concurrency = snapshot_concurrency()
+    state.concurrency = now
     return found
 
 

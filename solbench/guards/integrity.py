@@ -69,10 +69,12 @@ def _code(obj: Any) -> Any:
 
 @dataclass
 class IntegritySnapshot:
-    """name -> (object, its code object or None); module name -> module object."""
+    """name -> (object, its code object or None); module name -> module object; name -> the watched module
+    it is looked up in (the longest whose name prefixes it; none: resolved through ``sys.modules``)."""
 
     entries: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     modules: dict[str, ModuleType] = field(default_factory=dict)
+    homes: dict[str, str] = field(default_factory=dict)
 
 
 def _resolve(path: str) -> Any:
@@ -154,13 +156,19 @@ def timer_integrity_snapshot(attributes: Sequence[str] = WATCHED_ATTRIBUTES,
         if isinstance(mod, ModuleType):
             snap.modules[name] = mod
             snap.entries.update(_module_entries(name, mod))
+    # Each entry's module found once here, not on every check (a sort per entry was ~7 us, 9 ms a check).
+    by_length = sorted(snap.modules, key=len, reverse=True)
+    for path in snap.entries:
+        home = next((m for m in by_length if path.startswith(m + ".")), None)
+        if home is not None:
+            snap.homes[path] = home
     return snap
 
 
 def _current(path: str, snap: IntegritySnapshot) -> Any:
-    for mod_name in sorted(snap.modules, key=len, reverse=True):
-        if path.startswith(mod_name + "."):
-            return _walk(snap.modules[mod_name], path[len(mod_name) + 1:].split("."))
+    home = snap.homes.get(path)
+    if home is not None:
+        return _walk(snap.modules[home], path[len(home) + 1:].split("."))
     return _resolve(path)
 
 

@@ -453,11 +453,15 @@ class Worker:
         if self.findings_hook is not None:  # the guards' own calls: through the same call path
             context["memo"] = yield from worker_probe(context)
         t_probe = _perf_counter() - t_probe
+        t_findings = _perf_counter()
+        findings = self._findings("time", context)  # after the probe, as before: its finding is among them
+        t_findings = _perf_counter() - t_findings
         # Where the request's time went besides the samples (diagnostic: no figure is taken from it).
-        result.details.update(worker_probe_s=t_probe, worker_rest_s=_perf_counter() - t0 - t_timer - t_probe,
-                              worker_timer_s=t_timer, worker_receive_s=self.received_s)
+        result.details.update(worker_probe_s=t_probe, worker_findings_s=t_findings, worker_timer_s=t_timer,
+                              worker_rest_s=_perf_counter() - t0 - t_timer - t_probe - t_findings,
+                              worker_receive_s=self.received_s)
         return {"ok": True, "timing": result.as_dict(), "last_outputs": last_outputs, "samples": verify.sample,
-                "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": self._findings("time", context)}
+                "kept": kept, "refresh": refresh, "sets_after": sets_after, "findings": findings}
 
 
     def burst_prepare(self, msg: dict) -> dict:

@@ -88,6 +88,39 @@ def test_lenient_check_counts_only_threads_running_candidate_code() -> None:
     assert ignored == []
 
 
+def test_the_worker_hook_reads_the_threads_once_per_request_and_keeps_that_reading_as_its_baseline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook took a second reading after its check as the next baseline: a thread started between the two
+    was in the baseline and never reported (and each reading scans /proc). Now the check's reading is the
+    baseline: the thread started right after one check is found by the next."""
+    from solbench.guards import concurrency, hooks
+
+    state = hooks._WorkerState.__new__(hooks._WorkerState)
+    state.concurrency, state.calls, state.native_growth = snapshot_concurrency(), 1, 0
+    reads = []
+    real = concurrency.snapshot_concurrency
+    stop = threading.Event()
+    late = threading.Thread(target=_wait_then_exit, args=(stop,), name="started-after-the-check")
+
+    def reading(*args: object) -> object:
+        reads.append(1)
+        now = real(*args)
+        if len(reads) == 1:  # the check's reading taken: a thread starts before any later one
+            late.start()
+        return now
+
+    monkeypatch.setattr(concurrency, "snapshot_concurrency", reading)
+    monkeypatch.setattr(hooks, "snapshot_concurrency", reading)
+    try:
+        # Between the rounds' calls (strict): every new thread counts.
+        assert hooks._concurrency(state, "call") == [] and len(reads) == 1
+        found = hooks._concurrency(state, "call")
+    finally:
+        stop.set()
+        late.join()
+    assert [f.kind for f in found] == ["thread"] and "started-after-the-check" in found[0].reason
+
+
 def test_grace_lets_a_finishing_thread_end() -> None:
     before = snapshot_concurrency()
     short = threading.Thread(target=time.sleep, args=(0.05,))
@@ -236,6 +269,29 @@ def test_integrity_watches_module_globals_code_and_methods(monkeypatch: pytest.M
     assert "fake_harness_timing._clock" in reason
     assert "fake_harness_timing.measure.__code__" in reason
     assert "fake_harness_timing.Loop.step" in reason
+
+
+def test_integrity_looks_each_entry_up_in_the_longest_watched_module_that_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each entry's module is found once, at the snapshot (the check was 9 ms a timing request when it sorted
+    the modules for every entry): in nested watched modules a method of the inner one is watched through the
+    inner module, the inner module's binding in the outer one through the outer."""
+    inner = _watched_module(monkeypatch)
+    outer = types.ModuleType("fake_harness")
+    monkeypatch.setitem(sys.modules, "fake_harness", outer)
+    monkeypatch.setitem(sys.modules, "fake_harness.timing", inner)
+    outer.timing = inner
+    inner.__name__ = "fake_harness.timing"
+    inner.Loop.__module__ = "fake_harness.timing"
+    snap = timer_integrity_snapshot(attributes=("time.perf_counter",), modules=["fake_harness", "fake_harness.timing"])
+    assert snap.homes["fake_harness.timing.Loop.step"] == "fake_harness.timing"
+    assert snap.homes["fake_harness.timing"] == "fake_harness" and "time.perf_counter" not in snap.homes
+    assert check_timer_integrity(snap) == []
+    inner.Loop.step = lambda self: 2
+    outer.timing = types.ModuleType("fake_harness.timing")  # the outer module's binding swapped
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)  # resolved through sys.modules
+    reason = check_timer_integrity(snap)[0].reason
+    assert "fake_harness.timing.Loop.step" in reason and "fake_harness.timing," in reason
+    assert "time.perf_counter" in reason
 
 
 def test_integrity_sees_a_replaced_module(monkeypatch: pytest.MonkeyPatch) -> None:
