@@ -18,7 +18,8 @@ every so many seconds; pipelined, a record's own wall is longer). ``phases_s``: 
 their phases). ``gate``: the seconds timing windows held the device alone, and their share of the
 run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples;
 ``edge`` is what the edge rounds took of it (``--no-edge`` runs without them); ``window`` where the timing
-windows (the device held alone) went, by part (``harness.window``). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
+windows (the device held alone) went, by part (``harness.window``), and ``request`` the worker's split of the
+timing request inside it (``timing.details``: its reading, the timer, the probe, the guards' checks). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
 
     python benchmarks/library_throughput.py --budget 0.3 -o results/h200/library_throughput.json
     python benchmarks/library_throughput.py --device cpu --only 'llama3_1_8b.rms*' --smallest-only
@@ -240,9 +241,23 @@ def memory_summary(gate: MemoryGate | None) -> dict[str, Any] | None:
             "waits_s": {cause: round(s, 2) for cause, s in gate.waits_s.items()}}
 
 
-def window_parts(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Where the records' timing windows went (``harness.window``): each part's total and median, seconds."""
-    windows = [r["window"] for r in rows if r.get("window")]
+# The worker's own split of a timing request (``timing.details``): with the parent's ``window.request_s``, what
+# the transport and the parent's reading took (the request less these).
+REQUEST_PARTS = ("worker_receive_s", "worker_timer_s", "warmup_s", "sampling_s", "trace_s", "worker_probe_s",
+                 "worker_findings_s", "worker_rest_s")
+
+
+def request_parts(record: ResultRecord) -> dict[str, float] | None:
+    """The worker's parts of the record's timing request, where it reported them."""
+    details = (record.timing or {}).get("details") or {}
+    parts = {k: float(details[k]) for k in REQUEST_PARTS if isinstance(details.get(k), (int, float))}
+    return parts or None
+
+
+def window_parts(rows: list[dict[str, Any]], key: str = "window") -> dict[str, Any] | None:
+    """Where the records' timing windows went (``harness.window``; ``key="request"``: the worker's split of the
+    timing request, :func:`request_parts`): each part's total and median, seconds."""
+    windows = [r[key] for r in rows if r.get(key)]
     if not windows:
         return None
     names = sorted({k for w in windows for k in w})
@@ -286,7 +301,7 @@ class Tally:
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
                           "reserved_gib": self.reserved.get((record.problem, record.workload)),
-                          "window": harness.get("window"), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
+                          "window": harness.get("window"), "request": request_parts(record), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
                           "by_role": memory_by_role(self.runner),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1
@@ -321,6 +336,7 @@ class Tally:
                                        if len(self.stamps) > 2 else None),
             "statuses": dict(self.statuses), "overhead_by_size": overhead_by_size(self.rows),
             "edge": edge_share(self.rows), "window": window_parts(self.rows),
+            "request": window_parts(self.rows, "request"),
             "goal": GOAL | {"met": bool(complete and wall <= GOAL["wall_s_max"] and problems >= GOAL["problems_min"]
                                         and steady is not None and steady <= GOAL["steady_median_record_s_max"])},
             "rows": self.rows,

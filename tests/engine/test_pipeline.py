@@ -1156,6 +1156,24 @@ def test_the_library_pass_counts_memory_seconds_inside_the_reservations_only():
     assert bench.memory_seconds([]) is None
 
 
+def test_the_library_pass_totals_the_worker_s_split_of_each_timing_request():
+    """``request``: the worker's parts of its timing request (``timing.details``) per record, totalled and their
+    medians; a record without a timing (or one whose worker reported none) is left out, unknown keys too."""
+    from types import SimpleNamespace
+
+    bench = _library_pass_module()
+    timed = [SimpleNamespace(timing={"details": {"worker_timer_s": t, "worker_findings_s": f, "flush_bytes": 1 << 20}})
+             for t, f in ((0.05, 0.01), (0.07, 0.002), (0.2, 0.004))]
+    rows = [{"request": bench.request_parts(r)} for r in timed]
+    rows += [{"request": bench.request_parts(SimpleNamespace(timing=None))},
+             {"request": bench.request_parts(SimpleNamespace(timing={"details": {"flush_bytes": 8}}))}]
+    assert rows[0]["request"] == {"worker_timer_s": 0.05, "worker_findings_s": 0.01} and rows[-1]["request"] is None
+    got = bench.window_parts(rows, "request")
+    assert got["records"] == 3
+    assert got["total_s"] == {"worker_findings_s": 0.016, "worker_timer_s": 0.32}
+    assert got["median_s"] == {"worker_findings_s": 0.004, "worker_timer_s": 0.07}
+
+
 def test_the_library_pass_rewrites_its_summary_at_most_every_few_seconds(tmp_path, monkeypatch):
     """A record after a recent write leaves the file as it was; one after ``SUMMARY_EVERY_S`` rewrites it, and the
     run's end writes it whatever the time."""
