@@ -19,7 +19,8 @@ their phases). ``gate``: the seconds timing windows held the device alone, and t
 run. A record's overhead is its wall (``harness.wall_s``) less the candidate's timed samples;
 ``edge`` is what the edge rounds took of it (``--no-edge`` runs without them); ``window`` where the timing
 windows (the device held alone) went, by part (``harness.window``), and ``request`` the worker's split of the
-timing request inside it (``timing.details``: its reading, the timer, the probe, the guards' checks). The goal (issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
+timing request inside it (``timing.details``: its reading, the timer, the probe, the guards' checks). The goal
+(issue 26): the whole library (>= 68 problems) in <= 300 s, a record every <= 0.3 s.
 
     python benchmarks/library_throughput.py --budget 0.3 -o results/h200/library_throughput.json
     python benchmarks/library_throughput.py --device cpu --only 'llama3_1_8b.rms*' --smallest-only
@@ -301,7 +302,8 @@ class Tally:
                           "wall_s": round(wall, 4), "overhead_s": round(wall - timed, 4), "edge_s": round(edge, 4),
                           "phases": {k: round(float(v), 4) for k, v in harness.items() if k in PHASES},
                           "reserved_gib": self.reserved.get((record.problem, record.workload)),
-                          "window": harness.get("window"), "request": request_parts(record), "memory": device_memory(self.meta.get("device"), self._memory_gate()),
+                          "window": harness.get("window"), "request": request_parts(record),
+                          "memory": device_memory(self.meta.get("device"), self._memory_gate()),
                           "by_role": memory_by_role(self.runner),
                           "device_index": record.device_index, "host": record.host})
         self.statuses[record.status] += 1

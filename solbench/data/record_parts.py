@@ -237,7 +237,8 @@ class BurstReport(_Strict):
     """``correctness.burst``: the parent-clocked bursts after the timing (docs/security.md)."""
 
     claimed_s: float = _req("the median the parent recomputed from the raw samples")
-    attempts: list[BurstAttempt] = _req("one to three bursts: a third only after a conclusive miss and a burst that concluded nothing")
+    attempts: list[BurstAttempt] = _req("one to three bursts: a third only after a conclusive miss and a burst that "
+                                        "concluded nothing")
     passed: bool | None = _f("the claim held (null: a burst's output check failed first)")
 
 

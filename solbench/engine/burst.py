@@ -571,7 +571,8 @@ def run_burst(request: Request, cases: WorkloadCases, plan: TimedPlan, samples: 
               holds: tuple[Callable[[], AbstractContextManager[Any]], ...] = (nullcontext, nullcontext),
               memfd: bool = False, release: Callable[[], None] | None = None, first: FirstBurst | None = None,
               ) -> tuple[dict[str, Any], BurstVerdict | None]:
-    """Up to ``ATTEMPTS`` bursts (``MIXED_ATTEMPTS`` after a conclusive failure); (the record's ``correctness.burst``, a verdict when the claim fails).
+    """Up to ``ATTEMPTS`` bursts (``MIXED_ATTEMPTS`` after a conclusive failure); (the record's
+    ``correctness.burst``, a verdict when the claim fails).
 
     ``observe``, when given, is called before each burst and returns a function called after it, whose
     result (what was seen from outside: CPU time, NVML) is kept with that attempt. On a GPU the second

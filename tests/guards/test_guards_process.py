@@ -271,7 +271,8 @@ def test_integrity_watches_module_globals_code_and_methods(monkeypatch: pytest.M
     assert "fake_harness_timing.Loop.step" in reason
 
 
-def test_integrity_looks_each_entry_up_in_the_longest_watched_module_that_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_integrity_looks_each_entry_up_in_the_longest_watched_module_that_names_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each entry's module is found once, at the snapshot (the check was 9 ms a timing request when it sorted
     the modules for every entry): in nested watched modules a method of the inner one is watched through the
     inner module, the inner module's binding in the outer one through the outer."""
